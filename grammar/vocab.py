@@ -1,0 +1,80 @@
+"""The byte string behind every token id of a Hugging Face tokenizer, shared by all engines."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """The inverse of GPT-2's byte-to-printable-unicode table used by byte-level BPE."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(code): byte for byte, code in zip(printable, codes, strict=True)}
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    return decoder is not None and type(decoder).__name__ == "ByteLevel"
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """``token_bytes[i]`` is what token ``i`` adds to the text; ``None`` for special tokens
+    and unused ids, which never appear inside a program or a grammar's language."""
+
+    token_bytes: tuple[bytes | None, ...]
+    eos_token_id: int | None
+
+    @property
+    def size(self) -> int:
+        """Vocabulary size, padded ids included (the width of every mask)."""
+        return len(self.token_bytes)
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None) -> Vocabulary:
+        """Read every token's bytes from a Hugging Face (fast) tokenizer.
+
+        ``vocab_size`` pads to the model's embedding size, which is often larger than the
+        tokenizer's; padded ids map to ``None``."""
+        vocab: dict[str, int] = tokenizer.get_vocab()
+        size = max(vocab_size or 0, max(vocab.values()) + 1)
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        special.update(i for i, tok in added.items() if getattr(tok, "special", False))
+        table: list[bytes | None] = [None] * size
+        byte_level = _is_byte_level(tokenizer)
+        decoder = _byte_decoder()
+        for piece, index in vocab.items():
+            if index in special:
+                continue
+            if index in added:
+                table[index] = piece.encode("utf-8")
+            elif byte_level:
+                try:
+                    table[index] = bytes(decoder[ch] for ch in piece)
+                except KeyError:
+                    table[index] = piece.encode("utf-8")
+            else:
+                fallback = _BYTE_FALLBACK.fullmatch(piece)
+                if fallback:
+                    table[index] = bytes([int(fallback.group(1), 16)])
+                else:
+                    table[index] = piece.replace("\u2581", " ").encode("utf-8")
+        return cls(tuple(table), getattr(tokenizer, "eos_token_id", None))

@@ -1,0 +1,1 @@
+"""The ``cad`` command line and the language server."""

@@ -1,0 +1,177 @@
+"""``cad oracle``, ``cad resolve`` and ``cad analyze``: the program language from a shell."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from resolver import analyze_edit, format_program, oracle, parse, resolve, speedup_ceiling
+from resolver.coverage import DEFAULT_SWEEP, EditCoverage
+from server.files import UserError, read_text
+
+
+def cmd_oracle(
+    before: Annotated[Path, typer.Argument(help="The document before the edit.")],
+    after: Annotated[Path, typer.Argument(help="The document after the edit.")],
+    subline: Annotated[bool, typer.Option("--subline", help="Allow sub-line copies.")] = False,
+    min_copy: Annotated[
+        int, typer.Option("--min-copy", min=1, help="Shortest copy, in lines or characters.")
+    ] = 1,
+) -> None:
+    """Print the minimal program that turns BEFORE into AFTER."""
+    program = oracle(
+        read_text(before),
+        read_text(after),
+        granularity="subline" if subline else "line",
+        min_copy=min_copy,
+    )
+    sys.stdout.write(format_program(program) + "\n")
+
+
+def cmd_resolve(
+    program: Annotated[Path, typer.Argument(help="A program file.")],
+    document: Annotated[Path, typer.Argument(help="The document the program addresses.")],
+) -> None:
+    """Resolve PROGRAM against DOCUMENT and write the result to stdout, byte for byte."""
+    result = resolve(parse(read_text(program)), read_text(document))
+    sys.stdout.buffer.write(result.encode("utf-8"))
+    sys.stdout.flush()
+
+
+def load_tokenizer_pieces(
+    directory: Path,
+) -> tuple[Callable[[str], Sequence[tuple[int, int]]], Callable[[str], int]]:
+    """Offsets and token counting from a tokenizer folder holding ``tokenizer.json``."""
+    from tokenizers import Tokenizer
+
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        raise UserError(
+            f"{directory}: no tokenizer.json there; pass a Hugging Face tokenizer folder"
+        )
+    tokenizer = Tokenizer.from_file(str(path))
+
+    def pieces(text: str) -> Sequence[tuple[int, int]]:
+        return tokenizer.encode(text, add_special_tokens=False).offsets
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return pieces, count
+
+
+def read_edit_rows(path: Path) -> list[tuple[str, str]]:
+    """(before, after) pairs from a JSONL file; a bad row is a one-line error naming it."""
+    rows = []
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not all(
+            isinstance(row.get(key), str) for key in ("before", "after")
+        ):
+            raise UserError(f"{path}:{number}: expected an object with string 'before' and 'after'")
+        rows.append((row["before"], row["after"]))
+    if not rows:
+        raise UserError(f"{path}: no edits in the file")
+    return rows
+
+
+def summarize(results: list[EditCoverage], kernel_speedup: float) -> dict[str, object]:
+    """Pooled and median coverage, op and program-token statistics, speedup ceilings."""
+    tokens = sum(r.tokens for r in results) or 1
+
+    def fractions(values: list[int]) -> dict[str, float]:
+        per_edit = [v / r.tokens for v, r in zip(values, results, strict=True) if r.tokens]
+        return {
+            "pooled": sum(values) / tokens,
+            "median": statistics.median(per_edit) if per_edit else 0.0,
+        }
+
+    line = fractions([r.line_copied for r in results])
+    subline = fractions([r.subline_copied for r in results])
+    sweep = {str(m): fractions([r.sweep[m] for r in results])["pooled"] for m in results[0].sweep}
+    return {
+        "n": len(results),
+        "tokens": tokens,
+        "line_coverage": line,
+        "subline_coverage": subline,
+        "sweep_pooled": sweep,
+        "line_ops_median": statistics.median(r.line_ops for r in results),
+        "subline_ops_median": statistics.median(r.subline_ops for r in results),
+        "line_program_tokens_median": statistics.median(r.line_program_tokens for r in results),
+        "subline_program_tokens_median": statistics.median(
+            r.subline_program_tokens for r in results
+        ),
+        "kernel_speedup": kernel_speedup,
+        "line_speedup_ceiling": speedup_ceiling(line["pooled"], kernel_speedup),
+        "subline_speedup_ceiling": speedup_ceiling(subline["pooled"], kernel_speedup),
+    }
+
+
+def cmd_analyze(
+    corpus: Annotated[Path, typer.Argument(help="JSONL rows with 'before' and 'after'.")],
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", help="Folder with a tokenizer.json.")],
+    min_copy: Annotated[
+        int, typer.Option("--min-copy", min=1, help="Shortest sub-line copy, in tokens.")
+    ] = 1,
+    kernel_speedup: Annotated[
+        float,
+        typer.Option("--kernel-speedup", min=1.0, help="Copy-vs-decode speedup per token, s."),
+    ] = 10.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Copy coverage of a corpus: line vs sub-line oracles, min-span sweep, speedup ceiling."""
+    pieces, count = load_tokenizer_pieces(tokenizer)
+    sweep = tuple(sorted({*DEFAULT_SWEEP, min_copy}))
+    results = [
+        analyze_edit(before, after, pieces, count, min_copy=min_copy, sweep=sweep)
+        for before, after in read_edit_rows(corpus)
+    ]
+    summary = summarize(results, kernel_speedup)
+    if as_json:
+        print(json.dumps(summary))
+        return
+    table = Table(title=f"copy coverage of {corpus.name} ({summary['n']} edits)")
+    for column in (
+        "oracle",
+        "pooled",
+        "median",
+        "ops (median)",
+        "program tokens (median)",
+        f"ceiling @ s={kernel_speedup:g}",
+    ):
+        table.add_column(column)
+    for name in ("line", "subline"):
+        cov = summary[f"{name}_coverage"]
+        assert isinstance(cov, dict)
+        table.add_row(
+            name,
+            f"{cov['pooled']:.1%}",
+            f"{cov['median']:.1%}",
+            f"{summary[f'{name}_ops_median']:g}",
+            f"{summary[f'{name}_program_tokens_median']:g}",
+            f"{summary[f'{name}_speedup_ceiling']:.2f}x",
+        )
+    console = Console()
+    console.print(table)
+    sweep_row = "  ".join(f"m={m}: {v:.1%}" for m, v in summary["sweep_pooled"].items())  # type: ignore[union-attr]
+    console.print(f"sub-line pooled coverage by minimum span (tokens): {sweep_row}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the program-language commands to the ``cad`` app."""
+    app.command("oracle")(cmd_oracle)
+    app.command("resolve")(cmd_resolve)
+    app.command("analyze")(cmd_analyze)
