@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -34,7 +34,7 @@ def _is_byte_level(tokenizer: Any) -> bool:
     return decoder is not None and type(decoder).__name__ == "ByteLevel"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Vocabulary:
     """``token_bytes[i]`` is what token ``i`` adds to the text; ``None`` for special tokens
     and unused ids, which never appear inside a program or a grammar's language."""
@@ -46,6 +46,20 @@ class Vocabulary:
     def size(self) -> int:
         """Vocabulary size, padded ids included (the width of every mask)."""
         return len(self.token_bytes)
+
+    @cached_property
+    def ids_by_bytes(self) -> dict[bytes, int]:
+        """The token id for each byte string (the lowest id where several share one)."""
+        table: dict[bytes, int] = {}
+        for index, data in enumerate(self.token_bytes):
+            if data:
+                table.setdefault(data, index)
+        return table
+
+    @cached_property
+    def longest_token(self) -> int:
+        """Length in bytes of the longest token."""
+        return max((len(data) for data in self.token_bytes if data), default=0)
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None) -> Vocabulary:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from resolver import ProgramError
-from server import program_commands
+from server import edit_command, program_commands
 from server.files import UserError
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 program_commands.register(app)
+edit_command.register(app)
 
 
 def main() -> None:

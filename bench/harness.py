@@ -1,0 +1,53 @@
+"""Shared benchmark plumbing: pick a model (a folder, or an architecture at random init),
+summarise timings as median and spread, describe the machine."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+from pathlib import Path
+
+import torch
+
+from selector import LoadedModel, load_model
+from selector.architectures import ARCHITECTURES, random_init
+
+QWEN2_TOKENIZER = (
+    Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tokenizers" / "qwen2"
+)
+
+
+def pick_model(
+    model: str, device: str, dtype: str, tokenizer: Path = QWEN2_TOKENIZER
+) -> LoadedModel:
+    """``model`` is an architecture name (random init, real tokenizer) or a model folder/hub id."""
+    if model in ARCHITECTURES:
+        return random_init(model, tokenizer, device=device, dtype=dtype)
+    return load_model(model, device=device, dtype=dtype)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, quartiles, min and max of a sample."""
+    ordered = sorted(values)
+    quartiles = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else [ordered[0]] * 3
+    return {
+        "median": statistics.median(ordered),
+        "q1": quartiles[0],
+        "q3": quartiles[2],
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
+
+
+def machine() -> str:
+    """One line naming the hardware the numbers come from."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    cores = len(__import__("os").sched_getaffinity(0))
+    return f"{platform.processor() or platform.machine()} CPU, {cores} cores, torch {torch.__version__}"
+
+
+def synchronize(loaded: LoadedModel) -> None:
+    """Wait for queued GPU work so wall-clock timings are honest."""
+    if loaded.device.type == "cuda":
+        torch.cuda.synchronize(loaded.device)

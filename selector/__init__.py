@@ -1,0 +1,28 @@
+"""Model runtime: loading, prompts, constrained program decoding, parallel-prefill copies."""
+
+from selector.baselines import prompt_lookup, regenerate
+from selector.decoder import Decoder, decode_forced
+from selector.errors import Cancelled, ContextTooLongError, ModelLoadError
+from selector.loading import DEFAULT_MODEL, LoadedModel, load_model
+from selector.sampling import Sampling
+from selector.stats import DecodeResult, DecodeStats, Progress
+from selector.tape import ProgramTape, follow_program
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "Cancelled",
+    "ContextTooLongError",
+    "DecodeResult",
+    "DecodeStats",
+    "Decoder",
+    "LoadedModel",
+    "ModelLoadError",
+    "ProgramTape",
+    "Progress",
+    "Sampling",
+    "decode_forced",
+    "follow_program",
+    "load_model",
+    "prompt_lookup",
+    "regenerate",
+]

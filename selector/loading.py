@@ -1,0 +1,131 @@
+"""Loading a causal LM (and optionally a LoRA adapter) from a local folder or a hub id."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from selector.errors import ModelLoadError
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``auto`` means CUDA when present, else CPU; anything else is passed to torch."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise ModelLoadError(f"unknown device {device!r}; use auto, cpu or cuda[:N]") from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(
+            "device cuda was asked for but no CUDA GPU is visible; use --device cpu"
+        )
+    return chosen
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``auto`` means bfloat16 on a GPU that supports it, float16 on other GPUs, float32 on CPU."""
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for decoding: weights on ``device`` in ``dtype``, its tokenizer, its name."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    name: str
+    adapter: str | None = None
+
+    @property
+    def context_length(self) -> int:
+        """The longest sequence the model accepts (prompt + program + copied text)."""
+        config = self.model.config
+        return int(getattr(config, "max_position_embeddings", None) or 32768)
+
+    @property
+    def vocab_size(self) -> int:
+        """Width of the model's output logits (may exceed the tokenizer's vocabulary)."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    def warm_up(self) -> None:
+        """One tiny forward so the first real edit does not pay for lazy initialisation."""
+        ids = torch.tensor([[self.tokenizer.eos_token_id or 0]], device=self.device)
+        with torch.inference_mode():
+            self.model(input_ids=ids, use_cache=False)
+
+
+def _quiet_from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    with contextlib.redirect_stdout(io.StringIO()):
+        return loader.from_pretrained(name, **kwargs)
+
+
+def load_model(
+    model: str = DEFAULT_MODEL,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    adapter: str | None = None,
+) -> LoadedModel:
+    """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder.
+
+    Failures become :class:`ModelLoadError` with one line saying what to do."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = pick_device(device)
+    torch_dtype = pick_dtype(dtype, target)
+    local = Path(model).expanduser()
+    if (model.startswith((".", "/", "~")) or local.exists()) and not local.is_dir():
+        raise ModelLoadError(
+            f"model folder {model} does not exist; pass --model with a folder or hub id"
+        )
+    try:
+        tokenizer = _quiet_from_pretrained(AutoTokenizer, model)
+        network = _quiet_from_pretrained(AutoModelForCausalLM, model, dtype=torch_dtype)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(
+            f"cannot load model {model!r} ({first[:160]}); download it first "
+            "(huggingface-cli download NAME) or pass --model PATH to a local model folder"
+        ) from None
+    if adapter is not None:
+        network = _attach_adapter(network, adapter)
+    network.to(target)
+    network.eval()
+    return LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
+
+
+def _attach_adapter(network: Any, adapter: str) -> Any:
+    from peft import PeftModel
+
+    if not (Path(adapter) / "adapter_config.json").is_file():
+        raise ModelLoadError(
+            f"adapter folder {adapter} has no adapter_config.json; pass the folder cad train wrote"
+        )
+    try:
+        return PeftModel.from_pretrained(network, adapter)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelLoadError(
+            f"adapter {adapter} does not fit this model ({str(exc).splitlines()[0][:160]}); "
+            "use the base model it was trained on"
+        ) from None

@@ -1,0 +1,105 @@
+"""The decoder end to end on tiny random models with the real tokenizers."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from resolver import CopyLines, Gen, Program, format, oracle, parse, resolve
+from selector import Cancelled, ContextTooLongError, Decoder, Sampling, prompt_lookup, regenerate
+from tests.conftest import heval_pairs
+
+INSTRUCTION = "Fix the bug."
+
+
+@pytest.mark.parametrize("language", ["python", "js"])
+def test_forced_program_is_byte_exact_on_every_heval_pair(tiny_qwen, language: str) -> None:
+    decoder = Decoder(tiny_qwen, max_new_tokens=4096)
+    for before, after in heval_pairs(language):
+        program = oracle(before, after)
+        result = decoder.edit(before, INSTRUCTION, program=program)
+        assert result.text == after
+        assert result.program == program
+        assert not result.stats.truncated
+
+
+def test_forced_program_with_multi_digit_tokens_and_subline(tiny_llama) -> None:
+    decoder = Decoder(tiny_llama, max_new_tokens=4096)
+    for before, after in heval_pairs("python")[:20]:
+        for granularity in ("line", "subline"):
+            program = oracle(before, after, granularity=granularity)
+            assert decoder.edit(before, INSTRUCTION, program=program).text == after
+
+
+def test_copies_cost_one_forward_each(tiny_qwen) -> None:
+    before = "".join(f"line {i}\n" for i in range(1, 301))
+    after = before.replace("line 150\n", "line one hundred fifty\n")
+    program = oracle(before, after)
+    assert len(program.ops) == 3
+    cad = Decoder(tiny_qwen).edit(before, INSTRUCTION, program=program)
+    ar = regenerate(tiny_qwen, before, INSTRUCTION, after)
+    pld = prompt_lookup(tiny_qwen, before, INSTRUCTION, after)
+    assert cad.text == ar.text == pld.text == after
+    assert cad.stats.copied_tokens > 1000
+    assert cad.stats.forwards < 40 < pld.stats.forwards < ar.stats.forwards
+    assert ar.stats.forwards == len(tiny_qwen.tokenizer.encode(after, add_special_tokens=False))
+    stats = cad.stats.to_dict()
+    for key in (
+        "forwards",
+        "generated_tokens",
+        "copied_tokens",
+        "forced_tokens",
+        "wall_s",
+        "prefill_s",
+    ):
+        assert key in stats
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sampled_programs_always_parse_and_resolve(tiny_qwen, seed: int) -> None:
+    document = "".join(f"x = {i}\r\n" if i % 3 else f"y{i}\n" for i in range(1, 40 + seed * 9))
+    decoder = Decoder(
+        tiny_qwen,
+        max_new_tokens=60,
+        subline=seed % 2 == 1,
+        sampling=Sampling(temperature=1.0, seed=seed),
+    )
+    result = decoder.edit(document, INSTRUCTION)
+    text = format(result.program)
+    assert resolve(parse(text), document) == result.text
+    assert result.stats.generated_tokens <= 60
+
+
+def test_budget_ends_the_program_cleanly(tiny_qwen) -> None:
+    program = Program((CopyLines(1, 1), Gen("a long generated tail " * 20)))
+    result = Decoder(tiny_qwen, max_new_tokens=8).edit("keep\n", INSTRUCTION, program=program)
+    assert result.stats.truncated
+    assert result.stats.generated_tokens == 8
+    assert resolve(parse(format(result.program)), "keep\n") == result.text
+    assert result.text.startswith("keep\n")
+
+
+def test_cancel_stops_within_one_step(tiny_qwen) -> None:
+    cancel = threading.Event()
+    seen = []
+
+    def on_progress(progress) -> None:
+        seen.append(progress)
+        cancel.set()
+
+    decoder = Decoder(tiny_qwen, max_new_tokens=500, sampling=Sampling(temperature=1.0, seed=3))
+    with pytest.raises(Cancelled):
+        decoder.edit("a\nb\n" * 50, INSTRUCTION, on_progress=on_progress, cancel=cancel)
+    assert len(seen) == 1
+
+
+def test_document_too_long_for_the_context(tiny_qwen, monkeypatch) -> None:
+    monkeypatch.setattr(type(tiny_qwen), "context_length", property(lambda self: 256))
+    with pytest.raises(ContextTooLongError, match="context is 256"):
+        Decoder(tiny_qwen).edit("word " * 400, INSTRUCTION)
+
+
+def test_out_of_range_forced_program_is_refused_before_decoding(tiny_qwen) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        Decoder(tiny_qwen).edit("a\n", INSTRUCTION, program=Program((CopyLines(1, 2),)))
