@@ -3,6 +3,7 @@
 from selector.baselines import prompt_lookup, regenerate
 from selector.decoder import Decoder, decode_forced
 from selector.errors import Cancelled, ContextTooLongError, ModelLoadError
+from selector.generate import generate_constrained
 from selector.loading import DEFAULT_MODEL, LoadedModel, load_model
 from selector.sampling import Sampling
 from selector.stats import DecodeResult, DecodeStats, Progress
@@ -22,6 +23,7 @@ __all__ = [
     "Sampling",
     "decode_forced",
     "follow_program",
+    "generate_constrained",
     "load_model",
     "prompt_lookup",
     "regenerate",

@@ -5,9 +5,19 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
+from grammar import Matcher
 from resolver import CopyLines, Gen, Program, format, oracle, parse, resolve
-from selector import Cancelled, ContextTooLongError, Decoder, Sampling, prompt_lookup, regenerate
+from selector import (
+    Cancelled,
+    ContextTooLongError,
+    Decoder,
+    Sampling,
+    generate_constrained,
+    prompt_lookup,
+    regenerate,
+)
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -103,3 +113,55 @@ def test_document_too_long_for_the_context(tiny_qwen, monkeypatch) -> None:
 def test_out_of_range_forced_program_is_refused_before_decoding(tiny_qwen) -> None:
     with pytest.raises(ValueError, match="out of range"):
         Decoder(tiny_qwen).edit("a\n", INSTRUCTION, program=Program((CopyLines(1, 2),)))
+
+
+class ChoiceMatcher:
+    """A Matcher whose language is a handful of words: enough to drive rewrite mode."""
+
+    def __init__(self, tokenizer, vocab_size: int, words: list[bytes]) -> None:
+        from grammar import Vocabulary
+
+        self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size)
+        self.vocab_size = vocab_size
+        self.words = words
+        self.history: list[bytes] = [b""]
+
+    def _ok(self, text: bytes) -> bool:
+        return any(word.startswith(text) for word in self.words)
+
+    def accept_token(self, token_id: int) -> bool:
+        data = self.vocabulary.token_bytes[token_id]
+        if not data or not self._ok(self.history[-1] + data):
+            return False
+        self.history.append(self.history[-1] + data)
+        return True
+
+    def allowed_tokens(self) -> torch.Tensor:
+        text = self.history[-1]
+        return torch.tensor([bool(d) and self._ok(text + d) for d in self.vocabulary.token_bytes])
+
+    def rollback(self, k: int) -> None:
+        del self.history[len(self.history) - k :]
+
+    def is_accepting(self) -> bool:
+        return self.history[-1] in self.words
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_any_matcher_constrains_rewrite_generation(tiny_qwen, seed: int) -> None:
+    words = [b"alpha beta", b"gamma", b"delta\n"]
+    matcher = ChoiceMatcher(tiny_qwen.tokenizer, tiny_qwen.vocab_size, words)
+    assert isinstance(matcher, Matcher)
+    result = generate_constrained(
+        tiny_qwen, "a\n", INSTRUCTION, matcher, sampling=Sampling(temperature=1.0, seed=seed)
+    )
+    assert result.text.encode() in words
+    assert not result.stats.truncated
+    assert result.stats.generated_tokens == len(matcher.history) - 1
+
+
+def test_rewrite_generation_budget(tiny_qwen) -> None:
+    matcher = ChoiceMatcher(tiny_qwen.tokenizer, tiny_qwen.vocab_size, [b"x" * 50])
+    result = generate_constrained(tiny_qwen, "a\n", INSTRUCTION, matcher, max_new_tokens=3)
+    assert result.stats.truncated
+    assert result.stats.generated_tokens == 3
