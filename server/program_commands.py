@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from resolver import analyze_edit, format_program, oracle, parse, resolve, speedup_ceiling
-from resolver.coverage import DEFAULT_SWEEP, EditCoverage
+from resolver import analyze_edit, format_program, oracle, parse, resolve
+from resolver.coverage import DEFAULT_SWEEP, summarize
 from server.files import UserError, read_text
 
 
@@ -86,38 +85,6 @@ def read_edit_rows(path: Path) -> list[tuple[str, str]]:
     if not rows:
         raise UserError(f"{path}: no edits in the file")
     return rows
-
-
-def summarize(results: list[EditCoverage], kernel_speedup: float) -> dict[str, object]:
-    """Pooled and median coverage, op and program-token statistics, speedup ceilings."""
-    tokens = sum(r.tokens for r in results) or 1
-
-    def fractions(values: list[int]) -> dict[str, float]:
-        per_edit = [v / r.tokens for v, r in zip(values, results, strict=True) if r.tokens]
-        return {
-            "pooled": sum(values) / tokens,
-            "median": statistics.median(per_edit) if per_edit else 0.0,
-        }
-
-    line = fractions([r.line_copied for r in results])
-    subline = fractions([r.subline_copied for r in results])
-    sweep = {str(m): fractions([r.sweep[m] for r in results])["pooled"] for m in results[0].sweep}
-    return {
-        "n": len(results),
-        "tokens": tokens,
-        "line_coverage": line,
-        "subline_coverage": subline,
-        "sweep_pooled": sweep,
-        "line_ops_median": statistics.median(r.line_ops for r in results),
-        "subline_ops_median": statistics.median(r.subline_ops for r in results),
-        "line_program_tokens_median": statistics.median(r.line_program_tokens for r in results),
-        "subline_program_tokens_median": statistics.median(
-            r.subline_program_tokens for r in results
-        ),
-        "kernel_speedup": kernel_speedup,
-        "line_speedup_ceiling": speedup_ceiling(line["pooled"], kernel_speedup),
-        "subline_speedup_ceiling": speedup_ceiling(subline["pooled"], kernel_speedup),
-    }
 
 
 def cmd_analyze(

@@ -1,0 +1,1 @@
+"""Benchmarks and corpus builders (never run as timed tests)."""

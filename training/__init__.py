@@ -1,0 +1,19 @@
+"""Datasets, span-selector training and evaluation."""
+
+from training.datasets import (
+    DatasetError,
+    EditExample,
+    load_humanevalpack,
+    load_jsonl,
+    split_by_id,
+    write_jsonl,
+)
+
+__all__ = [
+    "DatasetError",
+    "EditExample",
+    "load_humanevalpack",
+    "load_jsonl",
+    "split_by_id",
+    "write_jsonl",
+]
