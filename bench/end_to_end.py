@@ -11,11 +11,10 @@ import argparse
 import json
 from pathlib import Path
 
-from training.datasets import EditExample, load_humanevalpack, load_jsonl
-
 from bench.harness import machine, pick_model, spread, synchronize
 from resolver import oracle
 from selector import Decoder, prompt_lookup, regenerate
+from training.datasets import EditExample, load_humanevalpack, load_jsonl
 
 
 def load_corpus(name: str) -> list[EditExample]:
