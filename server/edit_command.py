@@ -20,6 +20,13 @@ from server.files import UserError, read_text, write_atomic
 stderr = Console(stderr=True)
 
 
+class GrammarFormat(StrEnum):
+    """How a ``--grammar`` file is written."""
+
+    ebnf = "ebnf"
+    json_schema = "json-schema"
+
+
 class Baseline(StrEnum):
     """Whole-file baselines run with the same model and a forced target."""
 
@@ -82,6 +89,12 @@ def cmd_edit(
     stats_json: Annotated[
         Path | None, typer.Option(help="Write decode stats here as JSON.")
     ] = None,
+    grammar: Annotated[
+        Path | None, typer.Option(help="Rewrite the file under this grammar (EBNF or JSON Schema).")
+    ] = None,
+    grammar_format: Annotated[
+        GrammarFormat, typer.Option(help="How --grammar is written.")
+    ] = GrammarFormat.ebnf,
     max_new_tokens: Annotated[
         int, typer.Option(min=1, help="Budget of model-decided tokens.")
     ] = 2048,
@@ -94,6 +107,7 @@ def cmd_edit(
     if write and stdout:
         raise UserError("choose one of --write and --stdout")
     document, forced, target_text = _validated_inputs(file, instr, program, baseline, target)
+    grammar_source = read_text(grammar) if grammar is not None else None
 
     from selector import (
         DEFAULT_MODEL,
@@ -102,6 +116,7 @@ def cmd_edit(
         Decoder,
         ModelLoadError,
         Sampling,
+        generate_constrained,
         load_model,
         prompt_lookup,
         regenerate,
@@ -115,7 +130,19 @@ def cmd_edit(
                 dtype=dtype,
                 adapter=str(adapter) if adapter else None,
             )
-        if baseline is not None:
+        sampling = Sampling(temperature=temperature, top_p=top_p, seed=seed)
+        if grammar_source is not None:
+            matcher = _compile_grammar(grammar_source, grammar_format, loaded).matcher()
+            with stderr.status("generating under the grammar"):
+                result = generate_constrained(
+                    loaded,
+                    document,
+                    instr,
+                    matcher,
+                    max_new_tokens=max_new_tokens,
+                    sampling=sampling,
+                )
+        elif baseline is not None:
             assert target_text is not None
             run = regenerate if baseline is Baseline.ar else prompt_lookup
             with stderr.status(f"regenerating with {baseline.value}"):
@@ -125,7 +152,7 @@ def cmd_edit(
                 loaded,
                 max_new_tokens=max_new_tokens,
                 subline=subline,
-                sampling=Sampling(temperature=temperature, top_p=top_p, seed=seed),
+                sampling=sampling,
             )
             with Progress(
                 TextColumn("[bold]decoding"),
@@ -163,6 +190,18 @@ def cmd_edit(
         sys.stdout.flush()
     else:
         Console(highlight=False).print(render_diff(document, result.text, file.name), end="")
+
+
+def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):
+    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error."""
+    import grammar as masking
+
+    try:
+        return masking.compile(
+            source, loaded.tokenizer, format=grammar_format.value, vocab_size=loaded.vocab_size
+        )
+    except (masking.GrammarError, ValueError) as exc:
+        raise UserError(f"grammar: {exc}") from None
 
 
 def register(app: typer.Typer) -> None:

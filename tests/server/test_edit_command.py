@@ -148,3 +148,66 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
     assert stderr.count("\n") == 1 and stderr.startswith("error: "), stderr
     assert message in stderr
     assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
+
+
+def test_grammar_constrains_the_rewritten_file(workspace, model_dir) -> None:
+    (workspace / "answer.ebnf").write_text('root ::= "yes" | "no" | "maybe\\n"\n')
+    (workspace / "schema.json").write_text(
+        json.dumps(
+            {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        )
+    )
+    for seed in ("1", "2"):
+        result = cad(
+            "edit",
+            "mean.py",
+            "--instr",
+            "x",
+            "--model",
+            str(model_dir),
+            "--grammar",
+            "answer.ebnf",
+            "--temperature",
+            "1",
+            "--seed",
+            seed,
+            "--stdout",
+            cwd=workspace,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout in (b"yes", b"no", b"maybe\n")
+    result = cad(
+        "edit",
+        "mean.py",
+        "--instr",
+        "x",
+        "--model",
+        str(model_dir),
+        "--grammar",
+        "schema.json",
+        "--grammar-format",
+        "json-schema",
+        "--temperature",
+        "1",
+        "--stdout",
+        cwd=workspace,
+    )
+    assert result.returncode == 0, result.stderr
+    assert isinstance(json.loads(result.stdout)["ok"], bool)
+
+
+def test_bad_grammar_is_one_line(workspace, model_dir) -> None:
+    (workspace / "bad.ebnf").write_text('root ::= ( "a"')
+    result = cad(
+        "edit",
+        "mean.py",
+        "--instr",
+        "x",
+        "--model",
+        str(model_dir),
+        "--grammar",
+        "bad.ebnf",
+        cwd=workspace,
+    )
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith("error: grammar: expected ')'")

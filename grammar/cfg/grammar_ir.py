@@ -1,0 +1,188 @@
+"""The byte-level context-free grammar every engine consumes, and lowering into it.
+
+Symbols are ints: ``>= 0`` a nonterminal, ``< 0`` a terminal ``-(t + 1)`` where terminal
+``t`` is one byte out of a 256-bit class (``Grammar.terminals[t]``). Literals become one
+terminal per byte; character classes become UTF-8 byte-class sequences; ``?``, ``*``, ``+``,
+``{m,n}`` and nested choices become helper rules, shared when their bodies are equal so that
+the same construct in two places does not turn into two (conflicting) rules. Repetition is
+left-recursive (``h ::= ε | h x``): constant stack depth for the LR parser and linear work
+for Earley."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grammar.cfg.syntax_tree import (
+    CharClass,
+    Choice,
+    Expr,
+    Literal,
+    Repeat,
+    RuleRef,
+    RuleSet,
+    Sequence,
+)
+from grammar.cfg.utf8_ranges import complement, utf8_sequences
+
+Production = tuple[int, tuple[int, ...]]
+
+
+def terminal_symbol(index: int) -> int:
+    """The symbol for terminal ``index``."""
+    return -(index + 1)
+
+
+def terminal_index(symbol: int) -> int:
+    """The terminal index behind a (negative) terminal symbol."""
+    return -symbol - 1
+
+
+def mask_bytes(mask: int) -> list[int]:
+    """The byte values set in a 256-bit class mask."""
+    return [byte for byte in range(256) if mask >> byte & 1]
+
+
+@dataclass
+class Grammar:
+    """Productions over nonterminal ids and byte-class terminals, with a start symbol."""
+
+    names: list[str]
+    productions: list[Production]
+    terminals: list[int]
+    start: int
+    by_lhs: list[list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_lhs = [[] for _ in self.names]
+        for index, (lhs, _) in enumerate(self.productions):
+            self.by_lhs[lhs].append(index)
+
+    def nullable(self) -> list[bool]:
+        """Which nonterminals derive the empty string."""
+        result = [False] * len(self.names)
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in self.productions:
+                if not result[lhs] and all(s >= 0 and result[s] for s in rhs):
+                    result[lhs] = changed = True
+        return result
+
+    def describe(self) -> str:
+        """The grammar as readable text (terminals as byte ranges), for errors and docs."""
+        lines = []
+        for lhs, rhs in self.productions:
+            body = " ".join(self._symbol_text(s) for s in rhs) or "ε"
+            lines.append(f"{self.names[lhs]} ::= {body}")
+        return "\n".join(lines)
+
+    def _symbol_text(self, symbol: int) -> str:
+        if symbol >= 0:
+            return self.names[symbol]
+        values = mask_bytes(self.terminals[terminal_index(symbol)])
+        if len(values) == 1:
+            return repr(bytes(values))[1:]
+        return f"[{values[0]:#04x}..{values[-1]:#04x}:{len(values)}]"
+
+
+def lower(rule_set: RuleSet) -> Grammar:
+    """Turn named expressions into a byte-level Grammar (start rule first)."""
+    return _Lowering(rule_set).run()
+
+
+class _Lowering:
+    def __init__(self, rule_set: RuleSet) -> None:
+        names = [rule_set.start] + [n for n in rule_set.rules if n != rule_set.start]
+        self.rule_set = rule_set
+        self.names = names
+        self.ids = {name: index for index, name in enumerate(names)}
+        self.productions: list[Production] = []
+        self.terminals: list[int] = []
+        self.terminal_ids: dict[int, int] = {}
+        self.helpers: dict[tuple[object, ...], int] = {}
+
+    def run(self) -> Grammar:
+        for name in list(self.names[: len(self.rule_set.rules)]):
+            expr = self.rule_set.rules[name]
+            options = expr.options if isinstance(expr, Choice) else (expr,)
+            for option in options:
+                self.productions.append((self.ids[name], self.sequence(option)))
+        return Grammar(self.names, self.productions, self.terminals, 0)
+
+    def terminal(self, mask: int) -> int:
+        if mask not in self.terminal_ids:
+            self.terminal_ids[mask] = len(self.terminals)
+            self.terminals.append(mask)
+        return terminal_symbol(self.terminal_ids[mask])
+
+    def new_nonterminal(self, hint: str) -> int:
+        self.names.append(f"{hint}#{len(self.names)}")
+        return len(self.names) - 1
+
+    def helper(self, alternatives: tuple[tuple[int, ...], ...], hint: str) -> int:
+        key = ("alt", alternatives)
+        if key not in self.helpers:
+            nonterminal = self.new_nonterminal(hint)
+            self.helpers[key] = nonterminal
+            self.productions.extend((nonterminal, rhs) for rhs in alternatives)
+        return self.helpers[key]
+
+    def repetition(self, body: tuple[int, ...], at_least_one: bool) -> int:
+        key = ("plus" if at_least_one else "star", body)
+        if key not in self.helpers:
+            nonterminal = self.new_nonterminal("plus" if at_least_one else "star")
+            self.helpers[key] = nonterminal
+            self.productions.append((nonterminal, body if at_least_one else ()))
+            self.productions.append((nonterminal, (nonterminal, *body)))
+        return self.helpers[key]
+
+    def sequence(self, expr: Expr) -> tuple[int, ...]:
+        if isinstance(expr, Literal):
+            return tuple(self.terminal(1 << byte) for byte in expr.text.encode("utf-8"))
+        if isinstance(expr, CharClass):
+            return self.char_class(expr)
+        if isinstance(expr, RuleRef):
+            return (self.ids[expr.name],)
+        if isinstance(expr, Sequence):
+            return tuple(symbol for part in expr.parts for symbol in self.sequence(part))
+        if isinstance(expr, Choice):
+            alternatives = tuple(dict.fromkeys(self.sequence(o) for o in expr.options))
+            if len(alternatives) == 1:
+                return alternatives[0]
+            return (self.helper(alternatives, "group"),)
+        return self.repeat(expr)
+
+    def repeat(self, expr: Repeat) -> tuple[int, ...]:
+        body = self.sequence(expr.body)
+        if not body:
+            return ()
+        if expr.high is None:
+            if expr.low == 0:
+                return (self.repetition(body, at_least_one=False),)
+            return body * (expr.low - 1) + (self.repetition(body, at_least_one=True),)
+        tail: tuple[int, ...] = ()
+        for _ in range(expr.high - expr.low):
+            tail = (self.helper(((), body + tail), "opt"),)
+        return body * expr.low + tail
+
+    def char_class(self, expr: CharClass) -> tuple[int, ...]:
+        ranges = complement(expr.ranges) if expr.negated else expr.ranges
+        single_byte = 0
+        alternatives: list[tuple[int, ...]] = []
+        for byte_ranges in utf8_sequences(ranges):
+            masks = [_range_mask(low, high) for low, high in byte_ranges]
+            if len(masks) == 1:
+                single_byte |= masks[0]
+            else:
+                alternatives.append(tuple(self.terminal(mask) for mask in masks))
+        if single_byte:
+            alternatives.insert(0, (self.terminal(single_byte),))
+        if not alternatives:
+            return (self.helper((), "never"),)
+        if len(alternatives) == 1:
+            return alternatives[0]
+        return (self.helper(tuple(alternatives), "char"),)
+
+
+def _range_mask(low: int, high: int) -> int:
+    return ((1 << (high + 1)) - 1) ^ ((1 << low) - 1)

@@ -1,0 +1,134 @@
+"""Earley, the DPDA and lark agree on acceptance of sampled and mutated strings."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
+from grammar.cfg.dpda import DpdaAutomaton
+from grammar.cfg.earley import EarleyAutomaton
+from grammar.cfg.ebnf_parser import parse_ebnf
+from grammar.cfg.grammar_ir import Grammar, lower
+from grammar.cfg.json_schema import schema_to_rules
+from grammar.cfg.lr1 import NotLr1, build_lr1
+from grammar.cfg.token_masks import TransitionTable
+from grammar.cfg.transforms import simplify
+from tests.grammar.cfg.oracles import LarkReference, grammar_alphabet, mutate, sample_sentence
+from tests.grammar.cfg.schema_instances import compact, fixture_schemas, in_schema_order
+
+HEAVY_SCALE = int(os.environ.get("CAD_CFG_FUZZ_SCALE", "1"))
+"""Multiplier for the slow volumes (default bounded for CI; raise it for a long fuzz)."""
+
+LARK_EARLEY_MAX_BYTES = 28
+"""lark's Earley (used for non-LR(1) grammars) can take minutes on longer strings of the
+ambiguous grammar; past this length only our engines are compared (pruned Earley against
+unpruned Earley)."""
+
+TEXT_GRAMMARS = {
+    "json": (JSON, "dpda"),
+    "arithmetic": (ARITHMETIC, "dpda"),
+    "ambiguous_arithmetic": (AMBIGUOUS_ARITHMETIC, "earley"),
+    "funql": (FUNQL, "dpda"),
+}
+
+
+class Engines:
+    """Every engine for one grammar, each behind its own memoised transition table."""
+
+    def __init__(self, grammar: Grammar) -> None:
+        self.earley = TransitionTable(EarleyAutomaton(grammar))
+        self.unpruned = TransitionTable(EarleyAutomaton(grammar, prune=False))
+        try:
+            self.dpda: TransitionTable | None = TransitionTable(DpdaAutomaton(build_lr1(grammar)))
+        except NotLr1:
+            self.dpda = None
+        self.reference = LarkReference(grammar, lalr_safe=self.dpda is not None)
+
+    @staticmethod
+    def _accepts(table: TransitionTable, data: bytes) -> bool:
+        config = table.walk(table.automaton.initial(), data)
+        return config >= 0 and table.automaton.is_accepting(config)
+
+    def verdicts(self, data: bytes, with_unpruned: bool) -> dict[str, bool]:
+        result = {"earley": self._accepts(self.earley, data)}
+        if self.reference.kind == "lalr" or len(data) <= LARK_EARLEY_MAX_BYTES:
+            result["lark"] = self.reference.accepts(data)
+        if self.dpda is None:
+            with_unpruned = True
+        else:
+            result["dpda"] = self._accepts(self.dpda, data)
+        if with_unpruned:
+            result["earley_unpruned"] = self._accepts(self.unpruned, data)
+        return result
+
+
+def run_differential(grammar: Grammar, count: int, seed: int, depth: int = 8) -> tuple[int, int]:
+    """Check ``count`` samples and ``count`` mutants; returns (accepted, rejected) totals."""
+    engines = Engines(grammar)
+    rng = random.Random(seed)
+    alphabet = grammar_alphabet(grammar)
+    accepted = rejected = 0
+    for index in range(count):
+        sentence = sample_sentence(grammar, rng, depth_budget=rng.randint(2, depth))
+        verdicts = engines.verdicts(sentence, with_unpruned=index % 10 == 0)
+        assert all(verdicts.values()), (sentence, verdicts)
+        mutant = mutate(sentence, rng, alphabet)
+        verdicts = engines.verdicts(mutant, with_unpruned=index % 10 == 0)
+        assert len(set(verdicts.values())) == 1, (mutant, verdicts)
+        accepted += 1 + verdicts["earley"]
+        rejected += not verdicts["earley"]
+    return accepted, rejected
+
+
+def text_grammar(name: str) -> Grammar:
+    return simplify(lower(parse_ebnf(TEXT_GRAMMARS[name][0])))
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_GRAMMARS))
+def test_engine_choice(name: str) -> None:
+    grammar = text_grammar(name)
+    try:
+        build_lr1(grammar)
+        engine = "dpda"
+    except NotLr1:
+        engine = "earley"
+    assert engine == TEXT_GRAMMARS[name][1]
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_GRAMMARS))
+def test_text_grammars_agree(name: str) -> None:
+    count = 150 if name == "ambiguous_arithmetic" else 500
+    accepted, rejected = run_differential(text_grammar(name), count, seed=sum(name.encode()))
+    assert accepted + rejected == 2 * count and rejected > count // 10
+
+
+@pytest.mark.parametrize(
+    ("name", "record"), fixture_schemas(), ids=[n for n, _ in fixture_schemas()]
+)
+def test_json_schemas_agree(name: str, record: dict) -> None:
+    grammar = simplify(lower(schema_to_rules(record["schema"])))
+    run_differential(grammar, 40, seed=len(name), depth=6)
+    engines = Engines(grammar)
+    for test in record["tests"]:
+        if test["valid"]:
+            data = compact(in_schema_order(test["data"], record["schema"], record["schema"]))
+            assert all(engines.verdicts(data, with_unpruned=True).values()), data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TEXT_GRAMMARS))
+def test_text_grammars_agree_heavy(name: str) -> None:
+    if name == "ambiguous_arithmetic":
+        run_differential(text_grammar(name), 100 * HEAVY_SCALE, seed=1234, depth=6)
+    else:
+        run_differential(text_grammar(name), 1500 * HEAVY_SCALE, seed=1234, depth=11)
+
+
+@pytest.mark.slow
+def test_json_schemas_agree_heavy() -> None:
+    for name, record in fixture_schemas():
+        grammar = simplify(lower(schema_to_rules(record["schema"])))
+        run_differential(grammar, 150 * HEAVY_SCALE, seed=len(name) + 1, depth=9)

@@ -1,0 +1,164 @@
+"""Grammar text format, UTF-8 lowering, JSON Schema translation and their errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from grammar.cfg import GrammarError
+from grammar.cfg.earley import EarleyAutomaton
+from grammar.cfg.ebnf_parser import parse_ebnf
+from grammar.cfg.grammar_ir import lower
+from grammar.cfg.json_schema import schema_to_rules
+from grammar.cfg.token_masks import TransitionTable
+from grammar.cfg.transforms import simplify
+from grammar.cfg.utf8_ranges import utf8_sequences
+
+
+def accepts(grammar_rules, data: bytes) -> bool:
+    table = TransitionTable(EarleyAutomaton(simplify(lower(grammar_rules))))
+    config = table.walk(table.automaton.initial(), data)
+    return config >= 0 and table.automaton.is_accepting(config)
+
+
+def text_accepts(text: str, data: bytes) -> bool:
+    return accepts(parse_ebnf(text), data)
+
+
+@pytest.mark.parametrize(
+    ("text", "good", "bad"),
+    [
+        ('root ::= "a" | "b" "c"', [b"a", b"bc"], [b"b", b"ac", b""]),
+        ("root ::= [a-c]+ [^a-z]?", [b"abc", b"a1", b"c\xc3\xa9"], [b"", b"1", b"a12"]),
+        ('root ::= ("x" "y"?){2,3}', [b"xx", b"xyx", b"xyxyxy"], [b"x", b"xxxx"]),
+        ('root ::= "a"{2} "b"{1,} "c"{0,1}', [b"aab", b"aabbbc"], [b"ab", b"aac"]),
+        (
+            'root ::= "\\x41\\u00e9\\n\\t\\"" [\\]\\-]',
+            ['A\u00e9\n\t"]'.encode(), 'A\u00e9\n\t"-'.encode()],
+            [b"A"],
+        ),
+        ("root ::= . .", ["日本".encode(), b"ab"], [b"a", b"\xe6\x97"]),
+        ("root ::= item\n# comment\nitem ::= 'q'\n  | item 'q'", [b"q", b"qqq"], [b""]),
+        ('root ::= [^"\\\\]*', [b"abc", "ü".encode()], [b'"', b"\\", b"\xff", b"\xc3"]),
+    ],
+)
+def test_text_format(text: str, good: list[bytes], bad: list[bytes]) -> None:
+    for data in good:
+        assert text_accepts(text, data), data
+    for data in bad:
+        assert not text_accepts(text, data), data
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('root ::= "a', "unterminated string"),
+        ("root ::= other", "undefined rule 'other'"),
+        ('root ::= "a"{3,1}', "max < min"),
+        ("root = 'a'", "expected '::='"),
+        ("root ::= [b-a]", "reversed range"),
+        ("root ::= root 'a'", "derives no string"),
+    ],
+)
+def test_text_format_errors(text: str, message: str) -> None:
+    with pytest.raises(GrammarError, match=message):
+        simplify(lower(parse_ebnf(text)))
+
+
+def test_utf8_sequences_cover_exactly_the_range() -> None:
+    rng = random.Random(3)
+    for _ in range(30):
+        low = rng.randrange(0, 0x10FFFF)
+        high = min(0x10FFFF, low + rng.choice([1, 50, 3000, 70000]))
+        sequences = utf8_sequences(((low, high),))
+        for code_point in [low, high, *(rng.randint(low, high) for _ in range(20))]:
+            if 0xD800 <= code_point <= 0xDFFF:
+                continue
+            encoded = chr(code_point).encode()
+            assert any(
+                len(seq) == len(encoded)
+                and all(a <= b <= z for (a, z), b in zip(seq, encoded, strict=True))
+                for seq in sequences
+            )
+        for outside in (low - 1, high + 1):
+            if 0 <= outside <= 0x10FFFF and not 0xD800 <= outside <= 0xDFFF:
+                encoded = chr(outside).encode()
+                assert not any(
+                    len(seq) == len(encoded)
+                    and all(a <= b <= z for (a, z), b in zip(seq, encoded, strict=True))
+                    for seq in sequences
+                )
+
+
+def schema_accepts(schema, data: str) -> bool:
+    return accepts(schema_to_rules(schema), data.encode())
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        ({"type": "integer"}, ["0", "-12"], ["01", "1.5", '"1"']),
+        ({"type": ["string", "null"], "maxLength": 2}, ['"ab"', "null", '"\\n"'], ['"abc"', "1"]),
+        ({"type": "string", "minLength": 2}, ['"ab"'], ['"a"']),
+        ({"enum": ["a", 1, None]}, ['"a"', "1", "null"], ['"b"']),
+        ({"const": {"k": [1, 2]}}, ['{"k":[1,2]}'], ['{"k":[1]}']),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+                "required": ["b"],
+            },
+            ['{"b":true}', '{"a":1,"b":false}'],
+            ["{}", '{"a":1}', '{"b":true,"a":1}', '{"b":true,"c":1}'],
+        ),
+        (
+            {"properties": {"a": {"type": "null"}}, "additionalProperties": {"type": "integer"}},
+            ["{}", '{"a":null,"x":1,"y":2}', '{"x":1}'],
+            ['{"x":"s"}'],
+        ),
+        ({"type": "object", "additionalProperties": False}, ["{}"], ['{"a":1}']),
+        (
+            {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 2},
+            ["[1]", "[1,2e3]"],
+            ["[]", "[1,2,3]"],
+        ),
+        (
+            {"anyOf": [{"type": "boolean"}, {"type": "array", "maxItems": 0}]},
+            ["true", "[]"],
+            ["[1]"],
+        ),
+        ({"oneOf": [{"const": 1}, {"const": 2}]}, ["1", "2"], ["3"]),
+        ({"type": "string", "pattern": "^[A-Z]{2}\\d+$"}, ['"AB12"'], ['"A1"', '"ab1"']),
+        ({"type": "string", "pattern": "ab"}, ['"xaby"', '"ab"'], ['"ba"']),
+        (
+            {
+                "$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "$ref": "#/$defs/node",
+            },
+            ["[]", "[[],[[]]]"],
+            ["[1]"],
+        ),
+    ],
+)
+def test_json_schema_keywords(schema, good: list[str], bad: list[str]) -> None:
+    for data in good:
+        assert schema_accepts(schema, data), data
+    for data in bad:
+        assert not schema_accepts(schema, data), data
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"type": "integer", "minimum": 3}, "minimum"),
+        ({"allOf": [{"type": "string"}]}, "allOf"),
+        ({"type": "string", "format": "date"}, "format"),
+        ({"type": "object", "patternProperties": {}}, "patternProperties"),
+        ({"type": "string", "pattern": "(?=a)"}, "lookaround"),
+        ({"$ref": "http://example.com/s.json"}, "only local refs"),
+    ],
+)
+def test_json_schema_unsupported_keywords_are_named(schema, keyword: str) -> None:
+    with pytest.raises(GrammarError, match=keyword):
+        schema_to_rules(schema)

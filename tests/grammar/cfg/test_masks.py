@@ -1,0 +1,153 @@
+"""Allowed-token masks equal brute-force checking of every Qwen2 token; Matcher behaviour."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import grammar
+from grammar.cfg import GrammarError, compile, fill_masks
+from grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
+from grammar.cfg.ebnf_parser import parse_ebnf
+from grammar.cfg.grammar_ir import lower
+from grammar.cfg.transforms import simplify
+from tests.grammar.cfg.oracles import brute_force_mask, sample_sentence
+from tests.grammar.cfg.schema_instances import fixture_schemas
+
+HEAVY_SCALE = int(os.environ.get("CAD_CFG_FUZZ_SCALE", "1"))
+CASES = {
+    "json": (JSON, "ebnf"),
+    "arithmetic": (ARITHMETIC, "ebnf"),
+    "ambiguous_arithmetic": (AMBIGUOUS_ARITHMETIC, "ebnf"),
+    "funql": (FUNQL, "ebnf"),
+    "schema_JME_18": (dict(fixture_schemas())["JME_18"]["schema"], "json-schema"),
+    "schema_BFCL_simple_136": (dict(fixture_schemas())["BFCL_simple_136"]["schema"], "json-schema"),
+}
+
+
+def sampled_states(compiled, tokenizer, rng: random.Random, count: int):
+    """Matchers stopped at random token boundaries and at random mid-token byte offsets
+    of sampled sentences."""
+    text_grammar = compiled.grammar
+    states = []
+    while len(states) < count:
+        sentence = sample_sentence(text_grammar, rng, depth_budget=rng.randint(3, 7))
+        matcher = compiled.matcher()
+        if rng.random() < 0.5:
+            ids = tokenizer.encode(sentence.decode("utf-8"), add_special_tokens=False)
+            stop = rng.randint(0, len(ids))
+            for token_id in ids[:stop]:
+                assert matcher.accept_token(token_id)
+        else:
+            assert matcher.accept_bytes(sentence[: rng.randint(0, len(sentence))])
+        states.append(matcher)
+    return states
+
+
+def check_masks(name: str, engine: str, tokenizer, vocab, states: int, seed: int) -> None:
+    source, kind = CASES[name]
+    try:
+        compiled = compile(source, vocab, format=kind, engine=engine)
+    except GrammarError:
+        pytest.skip(f"{name} is not LR(1)")
+    for matcher in sampled_states(compiled, tokenizer, random.Random(seed), states):
+        expected = brute_force_mask(
+            compiled.automaton, matcher.config, vocab.token_bytes, vocab.eos_token_id
+        )
+        actual = matcher.allowed_tokens().numpy()
+        difference = np.flatnonzero(actual != expected)
+        assert difference.size == 0, [
+            (int(i), vocab.token_bytes[i], bool(actual[i])) for i in difference[:5]
+        ]
+
+
+@pytest.mark.parametrize("engine", ["dpda", "earley"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_masks_equal_brute_force(name: str, engine: str, qwen2_tokenizer, qwen2_vocab) -> None:
+    check_masks(name, engine, qwen2_tokenizer, qwen2_vocab, states=2, seed=len(name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["dpda", "earley"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_masks_equal_brute_force_heavy(
+    name: str, engine: str, qwen2_tokenizer, qwen2_vocab
+) -> None:
+    check_masks(
+        name, engine, qwen2_tokenizer, qwen2_vocab, states=6 * HEAVY_SCALE, seed=99 + len(name)
+    )
+
+
+def test_engines_give_equal_masks(qwen2_tokenizer, qwen2_vocab) -> None:
+    dpda = compile(JSON, qwen2_vocab, engine="dpda")
+    earley = compile(JSON, qwen2_vocab, engine="earley")
+    text = '{"key": [1, -2.5e3, true, null, {"s": "caf\\u00e9 \\"q\\""}], "x" : "日本"}'
+    ids = qwen2_tokenizer.encode(text, add_special_tokens=False)
+    left, right = dpda.matcher(), earley.matcher()
+    for token_id in ids:
+        assert torch.equal(left.allowed_tokens(), right.allowed_tokens())
+        assert left.accept_token(token_id) and right.accept_token(token_id)
+    assert left.is_accepting() and right.is_accepting()
+
+
+def test_matcher_protocol_rollback_and_eos(qwen2_tokenizer, qwen2_vocab) -> None:
+    compiled = compile(FUNQL, qwen2_vocab)
+    assert compiled.engine == "dpda"
+    matcher = compiled.matcher()
+    assert isinstance(matcher, grammar.Matcher)
+    ids = qwen2_tokenizer.encode(
+        "answer(count(state(loc_2(countryid('usa')))))", add_special_tokens=False
+    )
+    masks = []
+    for token_id in ids:
+        masks.append(matcher.allowed_tokens())
+        assert masks[-1].shape == (qwen2_vocab.size,) and masks[-1].dtype == torch.bool
+        assert matcher.accept_token(token_id)
+    eos = qwen2_vocab.eos_token_id
+    assert matcher.is_accepting() and matcher.allowed_tokens()[eos]
+    assert not matcher.accept_token(qwen2_tokenizer.encode("(", add_special_tokens=False)[0])
+    matcher.rollback(3)
+    assert torch.equal(matcher.allowed_tokens(), masks[-3])
+    assert not matcher.is_accepting() and not matcher.allowed_tokens()[eos]
+    assert not matcher.accept_token(eos)
+    for token_id in ids[-3:]:
+        assert matcher.accept_token(token_id)
+    assert matcher.accept_token(eos) and matcher.is_finished()
+    assert not matcher.allowed_tokens().any()
+    matcher.rollback(1)
+    assert matcher.allowed_tokens()[eos]
+
+
+def test_fill_masks_matches_single_masks(qwen2_tokenizer, qwen2_vocab) -> None:
+    json_grammar = compile(JSON, qwen2_vocab)
+    arithmetic = compile(ARITHMETIC, qwen2_vocab)
+    matchers = [
+        json_grammar.matcher(),
+        json_grammar.matcher(),
+        arithmetic.matcher(),
+        json_grammar.matcher(),
+    ]
+    matchers[1].accept_bytes(b'{"a": [1, ')
+    matchers[2].accept_bytes(b"(1+2")
+    matchers[3].accept_bytes(b'{"a": [1, ')
+    out = torch.zeros((4, qwen2_vocab.size), dtype=torch.bool)
+    fill_masks(matchers, out)
+    for row, matcher in enumerate(matchers):
+        assert torch.equal(out[row], matcher.allowed_tokens())
+
+
+def test_token_after_rejected_prefix_is_refused(qwen2_vocab) -> None:
+    matcher = compile(ARITHMETIC, qwen2_vocab).matcher()
+    assert not matcher.accept_bytes(b"1+*")
+    assert matcher.accept_bytes(b"1+2*3")
+    assert matcher.is_accepting()
+
+
+def test_grammar_is_simplified_before_engines() -> None:
+    grammar_text = 'root ::= a | b\na ::= "x" a\nb ::= "y" c?\nc ::= ""\nunused ::= "z"'
+    simplified = simplify(lower(parse_ebnf(grammar_text)))
+    assert simplified.describe() == "root ::= b\nb ::= 'y'"
