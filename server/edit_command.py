@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from resolver import Program, parse, resolve
+from resolver import Program, parse, resolve, split_lines
 from server.files import UserError, read_text, write_atomic
 
 stderr = Console(stderr=True)
@@ -37,9 +37,7 @@ class Baseline(StrEnum):
 def render_diff(before: str, after: str, name: str) -> Text:
     """A colored unified diff of the edit (terminators shown as they are)."""
     text = Text()
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    )
+    lines = difflib.unified_diff(split_lines(before), split_lines(after), f"a/{name}", f"b/{name}")
     for line in lines:
         shown = line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
         style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")

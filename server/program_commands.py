@@ -70,7 +70,7 @@ def load_tokenizer_pieces(
 def read_edit_rows(path: Path) -> list[tuple[str, str]]:
     """(before, after) pairs from a JSONL file; a bad row is a one-line error naming it."""
     rows = []
-    for number, line in enumerate(read_text(path).splitlines(), 1):
+    for number, line in enumerate(read_text(path).split("\n"), 1):
         if not line.strip():
             continue
         try:

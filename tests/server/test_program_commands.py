@@ -98,3 +98,14 @@ def test_analyze_reports_line_and_subline_coverage(tmp_path: Path) -> None:
     table = cad("analyze", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen2"))
     assert table.returncode == 0
     assert b"subline" in table.stdout
+
+
+def test_analyze_reads_rows_with_unicode_line_separators(tmp_path: Path) -> None:
+    corpus = tmp_path / "sep.jsonl"
+    corpus.write_text(
+        json.dumps({"before": "a\u2028b\n", "after": "a\u2028c\n"}, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    result = cad("analyze", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen2"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["n"] == 1
