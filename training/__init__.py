@@ -3,6 +3,7 @@
 from training.datasets import (
     DatasetError,
     EditExample,
+    content_id,
     load_humanevalpack,
     load_jsonl,
     split_by_id,
@@ -12,6 +13,7 @@ from training.datasets import (
 __all__ = [
     "DatasetError",
     "EditExample",
+    "content_id",
     "load_humanevalpack",
     "load_jsonl",
     "split_by_id",

@@ -1,21 +1,27 @@
-"""Edit datasets: one JSONL schema ``{id?, instruction, before, after}`` and its loaders."""
+"""Edit datasets: one JSONL schema ``{id?, instruction, before, after}`` and its loaders.
+
+Every corpus (HumanEvalPack-Fix, release diffs, training data) is a list of ``EditExample``;
+files hold one JSON object per line. ``id`` may be left out on input: a hash of the row's
+content stands in, so the same row always gets the same id and the same split.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "humanevalpack"
+HUMANEVALPACK = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "humanevalpack"
+HUMANEVALPACK_LANGUAGES = ("python", "js")
 HEVAL_INSTRUCTION = "Fix the bug in {entry_point}."
+FIELDS = ("instruction", "before", "after")
 
 
 class DatasetError(ValueError):
-    """A dataset file that cannot be read; the message names the file and line."""
+    """A dataset file that cannot be read; the message is one line naming the file (and line)."""
 
 
 @dataclass(frozen=True)
@@ -29,63 +35,93 @@ class EditExample:
 
 
 def content_id(instruction: str, before: str, after: str) -> str:
-    """A stable id for a row without one: a hash of its content."""
-    digest = hashlib.sha256("\x00".join((instruction, before, after)).encode()).hexdigest()
-    return digest[:16]
+    """The id of a row that has none: 16 hex digits of a SHA-256 of its content, so it is
+    stable across runs and machines."""
+    digest = hashlib.sha256("\x00".join((instruction, before, after)).encode("utf-8"))
+    return digest.hexdigest()[:16]
 
 
-def load_jsonl(path: Path) -> list[EditExample]:
-    """Rows of the edit schema; ``id`` is optional (a content hash stands in)."""
+def json_rows(path: Path) -> Iterable[tuple[int, object]]:
+    """``(line number, decoded value)`` for each non-blank line of a JSONL file.
+
+    Lines are split on ``\\n`` only (not on the Unicode separators ``str.splitlines`` also
+    honours), so raw U+2028 or U+0085 inside a JSON string cannot break a row."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read ({exc})") from None
-    examples = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
+            yield number, json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not UTF-8 (byte {exc.start})") from None
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{number}: not JSON ({exc.msg})") from None
-        fields = ("instruction", "before", "after")
-        if not isinstance(row, dict) or not all(isinstance(row.get(f), str) for f in fields):
-            raise DatasetError(f"{path}:{number}: expected string fields {', '.join(fields)}")
+
+
+def load_jsonl(path: str | Path) -> list[EditExample]:
+    """Read an edit file; a bad row, a duplicate id or an empty file raises ``DatasetError``
+    naming ``file:line``, so a broken corpus never yields silently wrong numbers."""
+    path = Path(path)
+    examples: list[EditExample] = []
+    seen: dict[str, int] = {}
+    for number, row in json_rows(path):
+        if not isinstance(row, dict) or not all(isinstance(row.get(f), str) for f in FIELDS):
+            raise DatasetError(f"{path}:{number}: expected string fields {', '.join(FIELDS)}")
         identifier = row.get("id")
         if identifier is None:
             identifier = content_id(row["instruction"], row["before"], row["after"])
-        examples.append(
-            EditExample(str(identifier), row["instruction"], row["before"], row["after"])
-        )
+        elif not isinstance(identifier, str) or not identifier:
+            raise DatasetError(f"{path}:{number}: 'id' must be a non-empty string")
+        if identifier in seen:
+            raise DatasetError(
+                f"{path}:{number}: duplicate id {identifier!r} (first on line {seen[identifier]})"
+            )
+        seen[identifier] = number
+        examples.append(EditExample(identifier, row["instruction"], row["before"], row["after"]))
     if not examples:
         raise DatasetError(f"{path}: no rows")
     return examples
 
 
-def write_jsonl(path: Path, examples: Iterable[EditExample]) -> None:
-    """Write rows atomically (temporary file + rename)."""
+def write_jsonl(path: str | Path, examples: Iterable[EditExample]) -> None:
+    """Write one row per example, atomically: a temporary file in the same folder, then
+    ``os.replace``, so readers see the old file or the complete new one. Non-ASCII text is
+    escaped, so any line splitter reads the file back correctly."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with tmp.open("x", encoding="utf-8", newline="\n") as handle:
             for example in examples:
-                handle.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
+                handle.write(json.dumps(asdict(example)) + "\n")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
-def load_humanevalpack(language: str | Path) -> list[EditExample]:
-    """HumanEvalPack-Fix as edits: declaration + buggy solution -> declaration + canonical
-    solution, with the fixed instruction ``Fix the bug in <entry_point>.``; ``language`` is
-    ``python``, ``js`` or a path to a ``humanevalpack.jsonl`` file."""
-    path = Path(language) if str(language).endswith(".jsonl") else FIXTURES / f"{language}.jsonl"
+def load_humanevalpack(path_or_language: str | Path) -> list[EditExample]:
+    """HumanEvalPack-Fix as edits: ``declaration + buggy_solution`` becomes ``declaration +
+    canonical_solution``, id = ``task_id``, instruction ``Fix the bug in <entry_point>.``.
+
+    ``path_or_language`` is ``python`` or ``js`` (the copies in ``tests/fixtures``) or the path
+    of a ``humanevalpack.jsonl`` file of the same format."""
+    if str(path_or_language) in HUMANEVALPACK_LANGUAGES:
+        path = HUMANEVALPACK / f"{path_or_language}.jsonl"
+    else:
+        path = Path(path_or_language)
     if not path.is_file():
-        raise DatasetError(f"{path}: no such HumanEvalPack file (languages: python, js)")
+        raise DatasetError(
+            f"{path}: no such HumanEvalPack file (languages: {', '.join(HUMANEVALPACK_LANGUAGES)})"
+        )
+    keys = ("task_id", "entry_point", "declaration", "buggy_solution", "canonical_solution")
     examples = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for number, row in json_rows(path):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in keys):
+            raise DatasetError(f"{path}:{number}: expected string fields {', '.join(keys)}")
         examples.append(
             EditExample(
                 id=row["task_id"],
@@ -98,11 +134,21 @@ def load_humanevalpack(language: str | Path) -> list[EditExample]:
 
 
 def split_by_id(
-    examples: list[EditExample], *, valid: float = 0.1, test: float = 0.1
+    examples: Iterable[EditExample], valid: float = 0.1, test: float = 0.1
 ) -> tuple[list[EditExample], list[EditExample], list[EditExample]]:
-    """Deterministic train / validation / test split by a hash of each id."""
-    parts: tuple[list[EditExample], list[EditExample], list[EditExample]] = ([], [], [])
+    """``(train, valid, test)`` chosen by a hash of each id: deterministic, independent of row
+    order, and stable as a corpus grows (an example never moves between parts)."""
+    if valid < 0 or test < 0 or valid + test > 1:
+        raise ValueError("valid and test must be non-negative fractions summing to at most 1")
+    train_part: list[EditExample] = []
+    valid_part: list[EditExample] = []
+    test_part: list[EditExample] = []
     for example in examples:
-        bucket = int(hashlib.sha256(example.id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-        parts[2 if bucket < test else 1 if bucket < test + valid else 0].append(example)
-    return parts
+        bucket = int(hashlib.sha256(example.id.encode("utf-8")).hexdigest()[:8], 16) / 2**32
+        if bucket < test:
+            test_part.append(example)
+        elif bucket < test + valid:
+            valid_part.append(example)
+        else:
+            train_part.append(example)
+    return train_part, valid_part, test_part
