@@ -7,7 +7,7 @@ import sys
 import typer
 
 from resolver import ProgramError
-from server import edit_command, program_commands
+from server import edit_command, program_commands, serve_command
 from server.files import UserError
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 program_commands.register(app)
 edit_command.register(app)
+serve_command.register(app)
 
 
 def main() -> None:
