@@ -2,7 +2,8 @@
 
 from grammar.cfg import CfgMatcher, CompiledGrammar, GrammarError, compile, fill_masks
 from grammar.matcher import Matcher
-from grammar.program_fsm import ProgramMatcher, ProgramTokenIndex
+from grammar.program_fsm import ProgramMatcher
+from grammar.program_index import ProgramTokenIndex
 from grammar.vocab import Vocabulary
 
 __all__ = [

@@ -21,6 +21,7 @@ from lsprotocol.converters import get_converter
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
 from resolver import Document, ProgramError, format_program, parse, resolve
 from server.text_edits import text_edits
@@ -69,6 +70,19 @@ class CadProtocol(LanguageServerProtocol):
             flag.set()
         super()._handle_cancel_notification(msg_id)
 
+    @lsp_method(lsp.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """pygls' shutdown, made safe while an edit is running: the pending requests are
+        cancelled from a snapshot, since cancelling one removes it from the live table."""
+        if (handler := self.fm.features.get(lsp.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     def current_request_id(self) -> Any:
         """The id of the request whose handler is running."""
         return self._ctx_msg_id.get(None)
@@ -108,7 +122,7 @@ class CadServer:
 
     def cancel_all(self) -> None:
         """Set every running edit's cancel flag (shutdown)."""
-        for flag in self.running.values():
+        for flag in list(self.running.values()):
             flag.set()
 
 

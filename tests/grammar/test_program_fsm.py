@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grammar import Matcher, ProgramMatcher, ProgramTokenIndex
-from grammar.program_fsm import number_prefix_ok
+from grammar.program_states import number_prefix_ok
 from resolver import Document, format, oracle, parse, resolve
 from tests.conftest import heval_pairs
 

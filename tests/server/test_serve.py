@@ -84,6 +84,14 @@ class Client:
         await self.client.stop()
 
 
+def reported(client: Client) -> bool:
+    """Whether the server has sent a progress report (values arrive as plain dicts)."""
+    return any(
+        (v.get("kind") if isinstance(v, dict) else getattr(v, "kind", None)) == "report"
+        for v in client.progress
+    )
+
+
 def run(coroutine):
     return asyncio.run(asyncio.wait_for(coroutine, 120))
 
@@ -106,7 +114,8 @@ def test_program_edit_arrives_as_minimal_versioned_edit() -> None:
         return c, result
 
     c, result = run(scenario())
-    assert result.applied is True if hasattr(result, "applied") else result["applied"]
+    assert result["applied"] is True
+    assert result["program"] == format(oracle(BEFORE, AFTER))
     (params,) = c.applied
     (change,) = params.edit.document_changes
     assert change.text_document.version == 7
@@ -152,7 +161,7 @@ def test_dry_run_returns_edits_without_applying() -> None:
 
     c, result = run(scenario())
     assert c.applied == []
-    data = result if isinstance(result, dict) else result.__dict__
+    data = result
     assert data["version"] == 3 and data["applied"] is False
     edits = [
         lsp.TextEdit(
@@ -199,3 +208,138 @@ def test_malformed_arguments_get_an_error_and_the_server_stays_up(argument, mess
     error, _, c = run(scenario())
     assert message in str(error)
     assert len(c.applied) == 1
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory) -> str:
+    """A tiny random model folder; with a large budget its decoding runs for a while."""
+    from tests.tiny_model import make_tiny_model
+
+    return str(make_tiny_model(tmp_path_factory.mktemp("serve-model"), "qwen2"))
+
+
+def model_options(model: str, budget: int = 100000) -> dict:
+    return {"model": model, "device": "cpu", "dtype": "float32", "maxNewTokens": budget}
+
+
+LONG = "".join(f"value_{i} = {i}\n" for i in range(200))
+
+
+def test_model_edit_reports_progress_and_status(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model, budget=40))
+        c.open(LONG)
+        try:
+            result = await c.edit({"uri": URI, "instruction": "rename"})
+        except JsonRpcException as exc:
+            result = {"error": str(exc)}
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert c.progress_tokens
+    assert "loading" in c.statuses and "editing" in c.statuses
+    if "error" in result:
+        assert "budget" in result["error"]
+        assert c.applied == []
+    else:
+        assert result["stats"]["generated_tokens"] <= 40
+
+
+def test_progress_cancel_applies_nothing(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model))
+        c.open(LONG)
+        task = asyncio.ensure_future(c.edit({"uri": URI, "instruction": "rename everything"}))
+        while not reported(c):
+            await asyncio.sleep(0.05)
+        c.client.window_work_done_progress_cancel(
+            lsp.WorkDoneProgressCancelParams(token=c.progress_tokens[0])
+        )
+        result = await task
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert result["applied"] is False and result["reason"] == "cancelled"
+    assert c.applied == []
+
+
+def test_cancel_request_applies_nothing(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model))
+        c.open(LONG)
+        future = c.client.protocol.send_request(
+            lsp.WORKSPACE_EXECUTE_COMMAND,
+            lsp.ExecuteCommandParams(
+                command="cad.applyEdit", arguments=[{"uri": URI, "instruction": "x"}]
+            ),
+        )
+        while not reported(c):
+            await asyncio.sleep(0.05)
+        message_id = next(iter(c.client.protocol._request_futures))
+        c.client.protocol.notify("$/cancelRequest", lsp.CancelParams(id=message_id))
+        await asyncio.sleep(1.0)
+        answer = await c.edit(
+            {"uri": URI, "instruction": "x", "program": "</program>", "dryRun": True}
+        )
+        await c.stop()
+        return c, future, answer
+
+    c, future, answer = run(scenario())
+    assert c.applied == []
+    assert answer["applied"] is False and answer["edits"]
+    assert future.cancelled() or future.done()
+
+
+def test_version_conflict_and_superseded_edits_apply_nothing(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model, budget=60))
+        c.open(LONG)
+        first = asyncio.ensure_future(c.edit({"uri": URI, "instruction": "one"}))
+        while not c.progress:
+            await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(c.edit({"uri": URI, "instruction": "two"}))
+        superseded = await first
+        c.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=URI, version=2),
+                content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=LONG + "x = 1\n")],
+            )
+        )
+        try:
+            later = await second
+        except JsonRpcException as exc:
+            later = {"applied": False, "reason": str(exc)}
+        await c.stop()
+        return c, superseded, later
+
+    c, superseded, later = run(scenario())
+    assert superseded == {"applied": False, "program": "", "stats": {}, "reason": "superseded"}
+    assert later["applied"] is False
+    assert c.applied == []
+    if later.get("reason") == "document changed":
+        assert any("changed" in m for m in c.messages)
+
+
+def test_shutdown_during_an_edit_exits_cleanly(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model))
+        c.open(LONG)
+        pending = asyncio.ensure_future(c.edit({"uri": URI, "instruction": "x"}))
+        while not reported(c):
+            await asyncio.sleep(0.05)
+        await c.client.shutdown_async(None)
+        c.client.exit(None)
+        await c.client.stop()
+        pending.cancel()
+        return c, c.client._server.returncode if c.client._server else None
+
+    c, code = run(scenario())
+    assert c.applied == []
+    assert code == 0
