@@ -1,0 +1,190 @@
+/**
+ * The user-facing commands: edit the selection or the file with an instruction, apply a given
+ * program, cancel running edits.
+ */
+
+import * as vscode from "vscode";
+
+import { buildEditArgument, describeResult, type EditRequest, selectionRange } from "./lib/editArgs";
+import type { InstructionHistory } from "./lib/history";
+import type { Range } from "./lib/textEdits";
+import { type PreviewDocuments, previewAndApply } from "./preview";
+import { askInstruction, askProgram } from "./prompt";
+import { type CadServer, errorText, ServerUnavailableError } from "./server";
+
+/** A code action's target: `{uri, range}` as the server sends it. */
+interface Target {
+  uri: string;
+  range?: Range;
+}
+
+function isTarget(value: unknown): value is Target {
+  return typeof value === "object" && value !== null && typeof (value as Target).uri === "string";
+}
+
+/** What the commands need. */
+export interface CommandContext {
+  server: CadServer;
+  history: InstructionHistory;
+  previews: PreviewDocuments;
+  /** Whether edits are previewed before they are applied (read at each edit). */
+  preview: () => boolean;
+}
+
+/** Runs edits and remembers how to cancel the ones in flight. */
+export class EditCommands implements vscode.Disposable {
+  private readonly running = new Set<vscode.CancellationTokenSource>();
+
+  constructor(private readonly context: CommandContext) {}
+
+  /** Register every command. */
+  register(): vscode.Disposable[] {
+    return [
+      vscode.commands.registerCommand("cad.editSelection", (target?: unknown) => this.editSelection(target)),
+      vscode.commands.registerCommand("cad.editFile", () => this.editFile()),
+      vscode.commands.registerCommand("cad.applyProgram", (target?: unknown) => this.applyProgram(target)),
+      vscode.commands.registerCommand("cad.cancel", () => this.cancelAll()),
+      vscode.commands.registerCommand("cad.clearHistory", async () => {
+        await this.context.history.clear();
+        void vscode.window.showInformationMessage("Copy-as-Decode: instruction history cleared.");
+      }),
+    ];
+  }
+
+  /** Edit the selected lines (the cursor's line when nothing is selected, or a code action's range). */
+  async editSelection(target?: unknown): Promise<void> {
+    const where = await this.resolveTarget(target, true);
+    if (where === undefined) {
+      return;
+    }
+    const instruction = await askInstruction(this.context.history, "Copy-as-Decode: edit the selection");
+    if (instruction !== undefined) {
+      await this.run(where.document, { uri: where.document.uri.toString(), instruction, range: where.range });
+    }
+  }
+
+  /** Edit the whole file of the active editor. */
+  async editFile(): Promise<void> {
+    const where = await this.resolveTarget(undefined, false);
+    if (where === undefined) {
+      return;
+    }
+    const instruction = await askInstruction(this.context.history, "Copy-as-Decode: edit the file");
+    if (instruction !== undefined) {
+      await this.run(where.document, { uri: where.document.uri.toString(), instruction });
+    }
+  }
+
+  /** Apply a program to the selection (or the whole file when nothing is selected). */
+  async applyProgram(target?: unknown): Promise<void> {
+    const where = await this.resolveTarget(target, false);
+    if (where === undefined) {
+      return;
+    }
+    const program = await askProgram();
+    if (program !== undefined) {
+      await this.run(where.document, {
+        uri: where.document.uri.toString(),
+        instruction: "",
+        program,
+        range: where.range,
+      });
+    }
+  }
+
+  /** Cancel every edit in flight. */
+  cancelAll(): void {
+    for (const source of this.running) {
+      source.cancel();
+    }
+  }
+
+  dispose(): void {
+    this.cancelAll();
+  }
+
+  /**
+   * The document and range to edit: a code action's target, else the active editor's selection
+   * (`wholeLineWhenEmpty`: the cursor's line for an empty selection; otherwise no range).
+   */
+  private async resolveTarget(
+    target: unknown,
+    wholeLineWhenEmpty: boolean,
+  ): Promise<{ document: vscode.TextDocument; range?: Range } | undefined> {
+    if (isTarget(target)) {
+      const document = await vscode.workspace.openTextDocument(vscode.Uri.parse(target.uri));
+      const range = target.range;
+      const empty = range === undefined || (range.start.line === range.end.line && range.start.character === range.end.character);
+      return { document, range: range && (!empty || wholeLineWhenEmpty) ? selectionRange(range) : undefined };
+    }
+    const editor = vscode.window.activeTextEditor;
+    if (editor === undefined) {
+      void vscode.window.showWarningMessage("Copy-as-Decode: open a file to edit first.");
+      return undefined;
+    }
+    const { start, end } = editor.selection;
+    const range: Range = {
+      start: { line: start.line, character: start.character },
+      end: { line: end.line, character: end.character },
+    };
+    if (editor.selection.isEmpty && !wholeLineWhenEmpty) {
+      return { document: editor.document };
+    }
+    return { document: editor.document, range: selectionRange(range) };
+  }
+
+  /** Send one edit with a cancellable progress notification, then report how it ended. */
+  private async run(document: vscode.TextDocument, request: EditRequest): Promise<void> {
+    const preview = this.context.preview();
+    const argument = buildEditArgument({ ...request, dryRun: preview });
+    const source = new vscode.CancellationTokenSource();
+    this.running.add(source);
+    try {
+      const result = await vscode.window.withProgress(
+        {
+          location: vscode.ProgressLocation.Notification,
+          title: request.program !== undefined ? "Copy-as-Decode: applying the program" : "Copy-as-Decode: editing",
+          cancellable: true,
+        },
+        async (_progress, token) => {
+          const subscription = token.onCancellationRequested(() => source.cancel());
+          try {
+            return await this.context.server.applyEdit(argument, source.token);
+          } finally {
+            subscription.dispose();
+          }
+        },
+      );
+      if (result === undefined || source.token.isCancellationRequested) {
+        void vscode.window.showInformationMessage("Copy-as-Decode: the edit was cancelled; nothing was changed.");
+        return;
+      }
+      if (preview && result.edits !== undefined) {
+        await previewAndApply(this.context.previews, document, result);
+        return;
+      }
+      const message = describeResult(result);
+      if (result.reason === "document changed") {
+        return; // the server has already said so (window/showMessage)
+      }
+      if (result.applied) {
+        vscode.window.setStatusBarMessage(message, 5000);
+      } else if (result.reason === "cancelled" || result.reason === "superseded") {
+        void vscode.window.showInformationMessage(message);
+      } else {
+        void vscode.window.showWarningMessage(message);
+      }
+    } catch (error) {
+      if (source.token.isCancellationRequested) {
+        void vscode.window.showInformationMessage("Copy-as-Decode: the edit was cancelled; nothing was changed.");
+      } else if (error instanceof ServerUnavailableError) {
+        this.context.server.showFailure(error);
+      } else {
+        void vscode.window.showErrorMessage(`Copy-as-Decode: ${errorText(error)}`);
+      }
+    } finally {
+      this.running.delete(source);
+      source.dispose();
+    }
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The extension's settings and what the server is told about them
+ * (`initializationOptions` at start, `workspace/didChangeConfiguration` afterwards).
+ */
+
+/** Defaults; they match the server's and package.json's. */
+export const DEFAULTS = {
+  serverCommand: "cad",
+  model: "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+  device: "auto",
+  dtype: "auto",
+  adapter: "",
+  maxNewTokens: 2048,
+  preview: false,
+} as const;
+
+/** Every `cad.*` setting, as the extension uses them. */
+export interface CadSettings {
+  serverCommand: string;
+  model: string;
+  device: string;
+  dtype: string;
+  adapter: string;
+  maxNewTokens: number;
+  preview: boolean;
+}
+
+/** What the server's `Settings.update` understands. */
+export interface ServerSettings {
+  model: string;
+  device: string;
+  dtype: string;
+  /** Omitted when empty: the server ignores null and treats any string as a folder. */
+  adapter?: string;
+  maxNewTokens: number;
+}
+
+/** Reads one setting under `cad.` (e.g. `WorkspaceConfiguration.get`). */
+export type SettingReader = (key: string) => unknown;
+
+function text(value: unknown, fallback: string): string {
+  return typeof value === "string" && value.trim() !== "" ? value.trim() : fallback;
+}
+
+/** Read and validate every setting; a missing or malformed value falls back to its default. */
+export function readSettings(read: SettingReader): CadSettings {
+  const tokens = Number(read("maxNewTokens"));
+  return {
+    serverCommand: text(read("serverCommand"), DEFAULTS.serverCommand),
+    model: text(read("model"), DEFAULTS.model),
+    device: text(read("device"), DEFAULTS.device),
+    dtype: text(read("dtype"), DEFAULTS.dtype),
+    adapter: typeof read("adapter") === "string" ? (read("adapter") as string).trim() : DEFAULTS.adapter,
+    maxNewTokens: Number.isFinite(tokens) && tokens >= 1 ? Math.floor(tokens) : DEFAULTS.maxNewTokens,
+    preview: typeof read("preview") === "boolean" ? (read("preview") as boolean) : DEFAULTS.preview,
+  };
+}
+
+/** The settings the server takes, for `initializationOptions` and `didChangeConfiguration`. */
+export function toServerSettings(settings: CadSettings): ServerSettings {
+  const server: ServerSettings = {
+    model: settings.model,
+    device: settings.device,
+    dtype: settings.dtype,
+    maxNewTokens: settings.maxNewTokens,
+  };
+  if (settings.adapter !== "") {
+    server.adapter = settings.adapter;
+  }
+  return server;
+}
+
+/** The `workspace/didChangeConfiguration` parameters for `settings`. */
+export function configurationChange(settings: CadSettings): { settings: { cad: ServerSettings } } {
+  return { settings: { cad: toServerSettings(settings) } };
+}
+
+/**
+ * Why a settings change needs a fresh server process, or undefined when a
+ * `didChangeConfiguration` notification is enough: another server command, or an adapter
+ * that was cleared (the server cannot unset one).
+ */
+export function restartReason(previous: CadSettings, next: CadSettings): string | undefined {
+  if (previous.serverCommand !== next.serverCommand) {
+    return "cad.serverCommand changed";
+  }
+  if (previous.adapter !== "" && next.adapter === "") {
+    return "cad.adapter was cleared";
+  }
+  return undefined;
+}
+
+/** Whether the server needs to hear about a change from `previous` to `next`. */
+export function serverSettingsChanged(previous: CadSettings, next: CadSettings): boolean {
+  return JSON.stringify(toServerSettings(previous)) !== JSON.stringify(toServerSettings(next));
+}
