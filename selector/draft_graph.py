@@ -1,0 +1,149 @@
+"""Candidates merged into one draft graph, pruned to a budget, verified in ONE forward.
+
+The graph is a prefix tree rooted at the token about to be fed (the model's last choice):
+candidates that share a prefix share its nodes, so a common prefix is stored and verified
+once. It is deliberately a tree, not a graph with several parents per node: in a causal
+model a token's keys and values depend on its whole prefix, so two different prefixes ending
+in the same token are two different states and cannot share a node.
+
+Each node carries the probability that verification reaches it, from the calibrated rates of
+the sources passing through it (the product of per-depth conditional rates along the path,
+the best source when several share the node). Pruning keeps ``budget`` nodes by a
+geometric-mean score in the manner of Spiffy: a node's own score combined with the mean of
+its children's, so a likely node that also leads somewhere likely is kept first, and nodes
+are only taken once their parent is (the kept set stays a tree).
+
+For verification every node attends to the whole cached prefix and to its own ancestors,
+at position ``cache_length + depth``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from selector.draft_config import DraftConfig
+from selector.drafting import Candidate
+
+
+@dataclass
+class DraftGraph:
+    """A token tree in topological order (a parent before its children); node 0 is the root.
+
+    ``origins[i]`` lists the ``(source key, document index)`` pairs of the candidates that
+    drafted node ``i``, best source first; ``reach[i]`` is the calibrated probability that
+    verification accepts the path down to node ``i``."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    reach: list[float] = field(default_factory=list)
+    origins: list[list[tuple[str, int | None]]] = field(default_factory=list)
+    children: list[dict[int, int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, parent: int, token: int, reach: float) -> int:
+        """Append a node (or return the existing child of ``parent`` with ``token``)."""
+        if parent >= 0 and token in self.children[parent]:
+            node = self.children[parent][token]
+            self.reach[node] = max(self.reach[node], reach)
+            return node
+        node = len(self.tokens)
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(0 if parent < 0 else self.depths[parent] + 1)
+        self.reach.append(reach)
+        self.origins.append([])
+        self.children.append({})
+        if parent >= 0:
+            self.children[parent][token] = node
+        return node
+
+    def child(self, node: int, token: int) -> int | None:
+        """The child of ``node`` drafting ``token``, if any."""
+        return self.children[node].get(token)
+
+    def path(self, node: int) -> list[int]:
+        """Nodes from the root down to ``node``, inclusive."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out[::-1]
+
+    def attention_mask(self, past: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The 4-D additive mask ``(1, 1, n, past + n)``: 0 where a node may attend (every
+        cached position, its ancestors and itself), the dtype's minimum elsewhere."""
+        n = len(self.tokens)
+        visible = torch.zeros((n, past + n), dtype=torch.bool)
+        visible[:, :past] = True
+        for node in range(n):
+            parent = self.parents[node]
+            if parent >= 0:
+                visible[node, past : past + node] = visible[parent, past : past + node]
+            visible[node, past + node] = True
+        mask = torch.zeros((n, past + n), dtype=dtype)
+        mask.masked_fill_(~visible, torch.finfo(dtype).min)
+        return mask.to(device)[None, None]
+
+    def position_ids(self, past: int, device: torch.device) -> torch.Tensor:
+        """``(1, n)`` positions: ``past + depth`` for each node."""
+        return (torch.tensor(self.depths, dtype=torch.long) + past).to(device)[None]
+
+
+def build_graph(root: int, candidates: list[Candidate], config: DraftConfig) -> DraftGraph:
+    """The full prefix tree of ``candidates`` below ``root`` (each cut to the draft length),
+    with calibrated reach probabilities."""
+    graph = DraftGraph()
+    graph.add(-1, root, 1.0)
+    for candidate in candidates:
+        node, reach = 0, 1.0
+        pairs = zip(candidate.tokens, candidate.positions, strict=True)
+        for depth, (token, position) in enumerate(pairs, 1):
+            if depth > config.draft_length:
+                break
+            reach *= config.rate(candidate.key, depth)
+            node = graph.add(node, token, reach)
+            graph.origins[node].append((candidate.key, position))
+    return graph
+
+
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean of positive numbers (0 if any is 0)."""
+    if not values or min(values) <= 0.0:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def node_scores(graph: DraftGraph) -> list[float]:
+    """Spiffy-style score per node: GM(own reach, GM of the children's reach); a leaf scores
+    its own reach."""
+    scores = []
+    for node in range(len(graph)):
+        own = graph.reach[node]
+        kids = [graph.reach[c] for c in graph.children[node].values()]
+        scores.append(geometric_mean([own, geometric_mean(kids)]) if kids else own)
+    return scores
+
+
+def prune(graph: DraftGraph, budget: int) -> DraftGraph:
+    """Keep the root and at most ``budget`` drafted nodes, best score first among nodes whose
+    parent is already kept; the result is renumbered in the order nodes were kept."""
+    scores = node_scores(graph)
+    kept = DraftGraph()
+    kept.add(-1, graph.tokens[0], graph.reach[0])
+    kept.origins[0] = list(graph.origins[0])
+    frontier = [(-scores[c], c, 0) for c in graph.children[0].values()]
+    heapq.heapify(frontier)
+    while frontier and len(kept) <= budget:
+        _, node, new_parent = heapq.heappop(frontier)
+        new = kept.add(new_parent, graph.tokens[node], graph.reach[node])
+        kept.origins[new] = list(graph.origins[node])
+        for child in graph.children[node].values():
+            heapq.heappush(frontier, (-scores[child], child, new))
+    return kept

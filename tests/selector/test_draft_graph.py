@@ -1,0 +1,150 @@
+"""Draft graphs: prefix merging, pruning, the tree mask, and one-forward verification that
+equals verifying each branch on its own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from selector import kv
+from selector.draft_config import DraftConfig, depth_bucket
+from selector.draft_graph import build_graph, node_scores, prune
+from selector.drafting import Candidate, Drafter
+from selector.tree_verify import NodeLogits, keep_path, verify_graph
+
+CONFIG = DraftConfig(
+    draft_length=16,
+    budget=64,
+    rates={"aligned:0": [0.9, 0.95, 0.97], "aligned:1": [0.3, 0.6], "ngram:0": [0.5, 0.8]},
+)
+
+
+def _candidate(key: str, tokens: list[int]) -> Candidate:
+    return Candidate(key, tuple(tokens), tuple(range(len(tokens))))
+
+
+def test_shared_prefixes_are_stored_once() -> None:
+    graph = build_graph(
+        7, [_candidate("aligned:0", [1, 2, 3, 4]), _candidate("ngram:0", [1, 2, 5])], CONFIG
+    )
+    assert graph.tokens == [7, 1, 2, 3, 4, 5]
+    assert graph.parents == [-1, 0, 1, 2, 3, 2]
+    assert graph.depths == [0, 1, 2, 3, 4, 3]
+    assert [k for k, _ in graph.origins[2]] == ["aligned:0", "ngram:0"]
+    assert graph.reach[1] == pytest.approx(0.9)
+    assert graph.reach[5] == pytest.approx(0.5 * 0.8 * 0.8)
+
+
+def test_mask_and_positions_follow_ancestry() -> None:
+    graph = build_graph(
+        7, [_candidate("aligned:0", [1, 2]), _candidate("aligned:1", [3, 4])], CONFIG
+    )
+    mask = graph.attention_mask(3, torch.float32, torch.device("cpu"))[0, 0]
+    visible = (mask == 0).int().tolist()
+    assert visible == [
+        [1, 1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 1, 0, 0, 0],
+        [1, 1, 1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 0, 0, 1, 0],
+        [1, 1, 1, 1, 0, 0, 1, 1],
+    ]
+    assert graph.position_ids(3, torch.device("cpu")).tolist() == [[3, 4, 5, 4, 5]]
+
+
+def test_pruning_keeps_a_tree_within_budget_best_first() -> None:
+    candidates = [
+        _candidate("aligned:0", list(range(100, 116))),
+        _candidate("aligned:1", list(range(200, 216))),
+        _candidate("ngram:0", list(range(300, 316))),
+    ]
+    full = build_graph(1, candidates, CONFIG)
+    assert len(full) == 1 + 3 * 16
+    for budget in (0, 1, 5, 20, 100):
+        kept = prune(full, budget)
+        assert len(kept) == 1 + min(budget, 48)
+        assert all(kept.parents[n] < n for n in range(1, len(kept)))
+    kept = prune(full, 5)
+    assert kept.tokens == [1, 100, 101, 102, 103, 104]
+    scores = node_scores(full)
+    assert scores[1] > scores[17] > 0
+
+
+def test_depth_buckets_double() -> None:
+    assert [depth_bucket(d) for d in (1, 2, 3, 4, 5, 8, 9, 16, 17, 200)] == [
+        0, 1, 2, 2, 3, 3, 4, 4, 5, 8,
+    ]  # fmt: skip
+    assert CONFIG.rate("aligned:0", 300) == 0.97
+    assert CONFIG.rate("unknown:0", 1) == CONFIG.default_rate
+
+
+def test_drafter_aligns_and_reanchors() -> None:
+    document = [10, 11, 12, 13, 14, 15, 16, 17, 11, 12, 18]
+    drafter = Drafter(document, DraftConfig(draft_length=4, aligned=2, ngram=2), stop=0)
+    drafter.advance([10, 11, 12], [None, None, None])
+    assert drafter.position == 3
+    first = drafter.candidates([10, 11, 12])
+    assert [c.key for c in first] == ["aligned:0", "aligned:1", "ngram:0"]
+    assert first[0].tokens == (13, 14, 15, 16)
+    assert first[0].positions == (3, 4, 5, 6)
+    assert first[2].tokens == (18, 0)
+    drafter.advance([99], [None])
+    assert drafter.position == 3
+    drafter.advance([16], [6])
+    assert drafter.position == 7
+
+
+def _branches(graph) -> list[list[int]]:
+    leaves = [n for n in range(len(graph)) if not graph.children[n]]
+    return [graph.path(leaf) for leaf in leaves]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tree_verification_equals_each_branch_alone(tiny_qwen, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    prefix = torch.randint(0, 5000, (40,), generator=generator).tolist()
+    trunk = torch.randint(0, 5000, (12,), generator=generator).tolist()
+    candidates = [_candidate("aligned:0", trunk)]
+    for key, cut in (("aligned:1", 3), ("ngram:0", 7), ("ngram:1", 0)):
+        tail = torch.randint(0, 5000, (6,), generator=generator).tolist()
+        candidates.append(_candidate(key, trunk[:cut] + tail))
+    graph = prune(build_graph(prefix[-1], candidates, CONFIG), 64)
+    model, device = tiny_qwen.model, tiny_qwen.device
+
+    cache = kv.new_cache(model)
+    kv.prefill(model, cache, prefix[:-1], device)
+    logits = NodeLogits(model, verify_graph(model, cache, graph, device))
+    assert kv.cache_length(cache) == len(prefix) - 1 + len(graph)
+
+    for branch in _branches(graph):
+        alone = kv.new_cache(model)
+        kv.prefill(model, alone, prefix[:-1], device)
+        expected = kv.verify(model, alone, [graph.tokens[n] for n in branch], device)
+        got = torch.stack([logits[n] for n in branch])
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_keep_path_leaves_the_cache_of_the_path(tiny_qwen) -> None:
+    model, device = tiny_qwen.model, tiny_qwen.device
+    prefix = list(range(300, 330))
+    candidates = [
+        _candidate("aligned:0", [1000, 1001, 1002, 1003]),
+        _candidate("aligned:1", [1000, 2001, 2002]),
+    ]
+    graph = build_graph(prefix[-1], candidates, CONFIG)
+    branch = graph.path(len(graph) - 1)
+    assert branch != list(range(len(branch)))
+
+    cache = kv.new_cache(model)
+    kv.prefill(model, cache, prefix[:-1], device)
+    verify_graph(model, cache, graph, device)
+    keep_path(model, cache, len(prefix) - 1, graph, branch, device)
+    after = kv.append(model, cache, [77], device)
+
+    fresh = kv.new_cache(model)
+    kv.prefill(model, fresh, prefix[:-1] + [graph.tokens[n] for n in branch], device)
+    expected = kv.append(model, fresh, [77], device)
+    assert kv.cache_length(cache) == kv.cache_length(fresh)
+    for a, b in zip(cache.layers, fresh.layers, strict=True):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(after, expected, atol=1e-4, rtol=1e-4)
