@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import {
+  type CadSettings,
+  configurationChange,
+  DEFAULTS,
+  readSettings,
+  restartReason,
+  serverSettingsChanged,
+  toServerSettings,
+} from "../src/lib/settings";
+
+function reader(values: Record<string, unknown>) {
+  return (key: string): unknown => values[key];
+}
+
+const base: CadSettings = readSettings(reader({}));
+
+describe("readSettings", () => {
+  it("falls back to the defaults", () => {
+    assert.deepEqual(base, { ...DEFAULTS });
+  });
+  it("takes valid values and trims text", () => {
+    const settings = readSettings(
+      reader({ serverCommand: " /venv/bin/python ", model: "/models/q", device: "cuda:1", dtype: "bfloat16", adapter: " /a ", maxNewTokens: 512.7, preview: true }),
+    );
+    assert.deepEqual(settings, {
+      serverCommand: "/venv/bin/python",
+      model: "/models/q",
+      device: "cuda:1",
+      dtype: "bfloat16",
+      adapter: "/a",
+      maxNewTokens: 512,
+      preview: true,
+    });
+  });
+  it("rejects malformed values", () => {
+    const settings = readSettings(reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3 }));
+    assert.equal(settings.model, DEFAULTS.model);
+    assert.equal(settings.maxNewTokens, DEFAULTS.maxNewTokens);
+    assert.equal(settings.preview, false);
+    assert.equal(settings.adapter, "");
+  });
+});
+
+describe("toServerSettings", () => {
+  it("sends what the server knows, without extension-only settings", () => {
+    assert.deepEqual(toServerSettings(base), {
+      model: DEFAULTS.model,
+      device: "auto",
+      dtype: "auto",
+      maxNewTokens: 2048,
+    });
+  });
+  it("sends an adapter only when one is set", () => {
+    assert.equal(toServerSettings({ ...base, adapter: "/lora" }).adapter, "/lora");
+    assert.equal("adapter" in toServerSettings(base), false);
+  });
+  it("wraps them under cad for didChangeConfiguration", () => {
+    assert.deepEqual(configurationChange({ ...base, model: "m" }).settings.cad.model, "m");
+  });
+});
+
+describe("changes", () => {
+  it("restarts for another server command or a cleared adapter", () => {
+    assert.match(restartReason(base, { ...base, serverCommand: "python3" }) ?? "", /serverCommand/);
+    assert.match(restartReason({ ...base, adapter: "/a" }, base) ?? "", /adapter/);
+    assert.equal(restartReason(base, { ...base, adapter: "/a" }), undefined);
+    assert.equal(restartReason(base, { ...base, model: "other" }), undefined);
+  });
+  it("tells the server only about settings it uses", () => {
+    assert.equal(serverSettingsChanged(base, { ...base, preview: true }), false);
+    assert.equal(serverSettingsChanged(base, { ...base, maxNewTokens: 10 }), true);
+  });
+});
