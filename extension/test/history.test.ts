@@ -8,8 +8,9 @@ class MemoryStore implements KeyValueStore {
   get<T>(key: string): T | undefined {
     return this.values.get(key) as T | undefined;
   }
-  async update(key: string, value: unknown): Promise<void> {
+  update(key: string, value: unknown): Promise<void> {
     this.values.set(key, value);
+    return Promise.resolve();
   }
 }
 

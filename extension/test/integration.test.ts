@@ -130,6 +130,13 @@ class Editor {
   }
 }
 
+/** The extension's package.json (tests run from out/test/). */
+function readManifest(): { contributes: { commands: { command: string }[] } } {
+  return JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf-8")) as {
+    contributes: { commands: { command: string }[] };
+  };
+}
+
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -190,9 +197,12 @@ describe("cad serve, driven as the extension drives it", { skip: SKIP, timeout: 
     assert.equal(code, 0, `the server exits cleanly; stderr: ${stderr}`);
   });
 
-  it("offers cad.applyEdit", () => {
+  it("offers cad.applyEdit, and no command the extension registers itself", () => {
     const provider = capabilities.executeCommandProvider as { commands: string[] } | undefined;
     assert.ok(provider?.commands.includes(APPLY_EDIT));
+    // The language client registers the server's commands in VS Code; a clash would stop it.
+    const contributed = readManifest().contributes.commands.map((c) => c.command);
+    assert.deepEqual((provider?.commands ?? []).filter((command) => contributed.includes(command)), []);
   });
 
   it("applies a program as a minimal versioned edit", async () => {
@@ -318,10 +328,7 @@ describe("cad serve, driven as the extension drives it", { skip: SKIP, timeout: 
       10_000,
       "codeAction",
     )) as { command?: { command: string; arguments?: unknown[] } }[];
-    const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf-8")) as {
-      contributes: { commands: { command: string }[] };
-    };
-    const contributed = new Set(manifest.contributes.commands.map((c) => c.command));
+    const contributed = new Set(readManifest().contributes.commands.map((c) => c.command));
     const commands = actions.map((action) => action.command?.command);
     assert.deepEqual(commands.sort(), ["cad.applyProgram", "cad.editSelection"]);
     for (const action of actions) {

@@ -118,8 +118,10 @@ export function describeResult(result: EditResult): string {
 /** A short summary of the server's stats (ops, lines copied and generated, wall time). */
 export function describeStats(stats: Record<string, unknown>): string {
   const parts: string[] = [];
-  const number = (key: string): number | undefined =>
-    typeof stats[key] === "number" ? (stats[key] as number) : undefined;
+  const number = (key: string): number | undefined => {
+    const value = stats[key];
+    return typeof value === "number" ? value : undefined;
+  };
   const ops = number("ops");
   if (ops !== undefined) {
     parts.push(`${ops} op${ops === 1 ? "" : "s"}`);
