@@ -203,7 +203,7 @@ def speculate(
             trace.append(DraftStep(len(output), tuple(candidates)))
         graph = prune(build_graph(root, candidates, config), config.budget)
         past = kv.cache_length(cache)
-        logits = NodeLogits(model, verify_graph(model, cache, graph, device))
+        logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
         stats.forwards += 1
         stats.drafted_tokens += len(graph)
         path, root = _accept(graph, logits, choose, output, budget, stops)

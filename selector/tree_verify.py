@@ -3,8 +3,8 @@
 ``verify_graph`` feeds every node of the graph after the cached prefix with the graph's 4-D
 attention mask and depth-based position ids; transformers uses a 4-D mask as given. It runs
 the decoder body only and returns the last hidden states: the vocabulary projection is done
-per node on demand (``NodeLogits``), because verification reads the logits of the accepted
-path only, a handful of rows instead of one per node.
+on demand (``NodeLogits``), because verification reads the logits of the accepted path
+only, not one row per node.
 
 ``keep_path`` then moves the accepted nodes' keys and values so the cache is exactly
 ``prefix + path``, as if those tokens had been fed one by one.
@@ -36,17 +36,26 @@ def verify_graph(model: Any, cache: Any, graph: DraftGraph, device: torch.device
 
 
 class NodeLogits:
-    """Next-token logits (float32, ``(vocab,)``) of graph nodes, projected when first asked."""
+    """Next-token logits (float32, ``(vocab,)``) of graph nodes, projected when first asked.
 
-    def __init__(self, model: Any, hidden: torch.Tensor) -> None:
+    Asking for a node projects it together with the chain of first children below it (the
+    best-scored continuation, which acceptance usually walks) in one matrix product."""
+
+    def __init__(self, model: Any, hidden: torch.Tensor, graph: DraftGraph, chunk: int = 32):
         self.head = model.get_output_embeddings()
         self.hidden = hidden
+        self.graph = graph
+        self.chunk = chunk
         self.cached: dict[int, torch.Tensor] = {}
 
     @torch.inference_mode()
     def __getitem__(self, node: int) -> torch.Tensor:
         if node not in self.cached:
-            self.cached[node] = self.head(self.hidden[node]).float()
+            chain = [node]
+            while len(chain) < self.chunk and self.graph.children[chain[-1]]:
+                chain.append(next(iter(self.graph.children[chain[-1]].values())))
+            rows = self.head(self.hidden[chain]).float()
+            self.cached.update(zip(chain, rows, strict=True))
         return self.cached[node]
 
 

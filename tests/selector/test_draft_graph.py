@@ -112,7 +112,7 @@ def test_tree_verification_equals_each_branch_alone(tiny_qwen, seed: int) -> Non
 
     cache = kv.new_cache(model)
     kv.prefill(model, cache, prefix[:-1], device)
-    logits = NodeLogits(model, verify_graph(model, cache, graph, device))
+    logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
     assert kv.cache_length(cache) == len(prefix) - 1 + len(graph)
 
     for branch in _branches(graph):
