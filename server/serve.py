@@ -13,7 +13,7 @@ import logging
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -24,6 +24,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from resolver import Document, ProgramError, format_program, parse, resolve
+from server.snap import language_of, snap_lines
 from server.text_edits import text_edits
 
 log = logging.getLogger("cad.serve")
@@ -136,6 +137,16 @@ class EditRequest:
     first_line: int | None
     last_line: int | None
     dry_run: bool
+    snap: bool = False
+
+    def edited_range(self) -> dict[str, Any] | None:
+        """The whole lines the edit may change, as an LSP Range (``None``: the whole document)."""
+        if self.first_line is None or self.last_line is None:
+            return None
+        return {
+            "start": {"line": self.first_line, "character": 0},
+            "end": {"line": self.last_line + 1, "character": 0},
+        }
 
 
 def parse_request(arguments: Any) -> EditRequest:
@@ -159,6 +170,8 @@ def parse_request(arguments: Any) -> EditRequest:
         raise JsonRpcInvalidParams("cad.applyEdit: 'program' must be program text")
     if not isinstance(instruction, str) or (program is None and not instruction.strip()):
         raise JsonRpcInvalidParams("cad.applyEdit: 'instruction' must say what to change")
+    if not isinstance(arguments.get("snap", False), bool):
+        raise JsonRpcInvalidParams("cad.applyEdit: 'snap' must be true or false")
     first = last = None
     if arguments.get("range") is not None:
         try:
@@ -170,18 +183,28 @@ def parse_request(arguments: Any) -> EditRequest:
             raise JsonRpcInvalidParams("cad.applyEdit: 'range' must be an LSP Range") from None
         if first < 0 or last < first:
             raise JsonRpcInvalidParams("cad.applyEdit: 'range' ends before it starts")
-    return EditRequest(uri, instruction, program, first, last, bool(arguments.get("dryRun", False)))
+    return EditRequest(
+        uri,
+        instruction,
+        program,
+        first,
+        last,
+        dry_run=bool(arguments.get("dryRun", False)),
+        snap=arguments.get("snap", False),
+    )
 
 
-def region(text: str, request: EditRequest) -> tuple[int, int]:
-    """Character offsets of the whole lines the edit may touch (all of them without a range)."""
+def region(text: str, request: EditRequest) -> tuple[EditRequest, int, int]:
+    """The request with its range clipped to the document, and the character offsets of the
+    whole lines the edit may touch (all of them without a range)."""
     document = Document(text)
-    if request.first_line is None:
-        return 0, len(text)
-    last = min(request.last_line or 0, document.n_lines - 1)
+    if request.first_line is None or request.last_line is None:
+        return request, 0, len(text)
     if request.first_line >= document.n_lines:
         raise JsonRpcInvalidParams(f"cad.applyEdit: the document has {document.n_lines} lines")
-    return document.line_starts[request.first_line], document.line_starts[last + 1]
+    last = min(request.last_line, document.n_lines - 1)
+    start, end = document.line_starts[request.first_line], document.line_starts[last + 1]
+    return replace(request, last_line=last), start, end
 
 
 def build_server() -> tuple[LanguageServer, CadServer]:
@@ -240,7 +263,11 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
         raise JsonRpcInvalidParams(f"cad.applyEdit: {request.uri} is not open in the editor")
     document = ls.workspace.get_text_document(request.uri)
     text, version = document.source, document.version
-    start, end = region(text, request)
+    if request.snap and request.first_line is not None and request.last_line is not None:
+        language = language_of(document.language_id, request.uri)
+        first, last = snap_lines(text, language, request.first_line, request.last_line)
+        request = replace(request, first_line=first, last_line=last)
+    request, start, end = region(text, request)
     sub_document = text[start:end]
 
     previous = cad.running.get(request.uri)
@@ -281,6 +308,8 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
     )
     edits = text_edits(text, new_text)
     result: dict[str, Any] = {"applied": False, "program": program_text, "stats": stats}
+    if (edited := request.edited_range()) is not None:
+        result["range"] = edited
     current = ls.workspace.get_text_document(request.uri)
     if current.version != version:
         ls.window_show_message(

@@ -64,11 +64,13 @@ class Client:
         )
         self.client.initialized(lsp.InitializedParams())
 
-    def open(self, text: str, uri: str = URI, version: int = 1) -> None:
+    def open(
+        self, text: str, uri: str = URI, version: int = 1, language_id: str = "python"
+    ) -> None:
         self.client.text_document_did_open(
             lsp.DidOpenTextDocumentParams(
                 text_document=lsp.TextDocumentItem(
-                    uri=uri, language_id="python", version=version, text=text
+                    uri=uri, language_id=language_id, version=version, text=text
                 )
             )
         )
@@ -141,6 +143,54 @@ def test_range_edit_never_touches_outside_lines() -> None:
     c, _ = run(scenario())
     after = text_after(c, before)
     assert after == before.replace("line 10\n", "changed\n")
+
+
+SNAP_CASES = [
+    (
+        "file:///tmp/cad-test/area.py",
+        "python",
+        "import math\n\n\n@cache\ndef area(r):\n    pi = 3\n    return pi * r * r\n\n\nx = 1\n",
+        "import math\n\n\n@cache\ndef area(r):\n    pi = 3.14159\n    return pi * r * r\n\n\nx = 1\n",
+        (3, 7),
+    ),
+    (
+        "file:///tmp/cad-test/area.js",
+        "plaintext",
+        "const k = 1;\nconst area = (r) => {\n  pi = 3;\n  return pi * r * r;\n};\n",
+        "const k = 1;\nconst area = (r) => {\n  pi = 3.14159;\n  return pi * r * r;\n};\n",
+        (1, 5),
+    ),
+]
+
+
+@pytest.mark.parametrize(("uri", "language_id", "before", "after", "lines"), SNAP_CASES)
+def test_snap_widens_the_range_to_the_enclosing_definition(
+    uri: str, language_id: str, before: str, after: str, lines: tuple[int, int]
+) -> None:
+    inside = before.splitlines().index(next(x for x in before.splitlines() if "pi = 3" in x))
+    snapped = "".join(before.splitlines(keepends=True)[lines[0] : lines[1]])
+    wanted = "".join(after.splitlines(keepends=True)[lines[0] : lines[1]])
+
+    async def scenario():
+        c = Client()
+        await c.start()
+        c.open(before, uri=uri, language_id=language_id)
+        rng = {"start": {"line": inside, "character": 2}, "end": {"line": inside, "character": 4}}
+        argument = {"uri": uri, "instruction": "precise pi", "range": rng, "snap": True}
+        result = await c.edit({**argument, "program": format(oracle(snapped, wanted))})
+        with pytest.raises(JsonRpcException) as unsnapped:
+            await c.edit({**argument, "snap": False, "program": format(oracle(snapped, wanted))})
+        await c.stop()
+        return c, result, unsnapped.value
+
+    c, result, unsnapped = run(scenario())
+    assert result["applied"] is True
+    assert result["range"] == {
+        "start": {"line": lines[0], "character": 0},
+        "end": {"line": lines[1], "character": 0},
+    }
+    assert text_after(c, before) == after
+    assert "out of range" in str(unsnapped)
 
 
 def test_dry_run_returns_edits_without_applying() -> None:
