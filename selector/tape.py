@@ -121,10 +121,16 @@ def follow_program(
     encode: Callable[[str], list[int]],
     document: Document,
     program: Program,
+    *,
+    subline: bool = False,
 ) -> ProgramTape:
     """The tape the decoder produces when it follows ``program`` (forced-program mode),
-    built without running a model: what training examples are made of."""
-    subline = any(isinstance(op, CopySpan) for op in program.ops)
+    built without running a model: what training examples are made of.
+
+    ``subline`` is the decoder's mode; a program with sub-line copies turns it on, as the
+    decoder does. With it on, even a lines-only program has the model choose between
+    ``lines`` and ``span`` at each copy, so the tape differs."""
+    subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
     tape = ProgramTape(index, encode, document, subline=subline)
     target = format_program(program).encode("utf-8")
     tape.take_forced()

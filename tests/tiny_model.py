@@ -10,9 +10,14 @@ import torch
 from tests.conftest import TOKENIZERS
 
 
-def make_tiny_model(directory: Path, tokenizer: str = "qwen2", seed: int = 0) -> Path:
+def make_tiny_model(
+    directory: Path, tokenizer: str = "qwen2", seed: int = 0, init_std: float = 0.02
+) -> Path:
     """Save a 2-layer, 64-wide random model plus the real ``tokenizer`` files into
-    ``directory`` so that ``from_pretrained(directory)`` works with no network."""
+    ``directory`` so that ``from_pretrained(directory)`` works with no network.
+
+    ``init_std`` is the weights' initialisation scale; training tests raise it so that the
+    tied embeddings can produce logits sharp enough to learn from within a few steps."""
     from transformers import (
         AutoTokenizer,
         LlamaConfig,
@@ -33,6 +38,7 @@ def make_tiny_model(directory: Path, tokenizer: str = "qwen2", seed: int = 0) ->
         tie_word_embeddings=True,
         eos_token_id=tok.eos_token_id,
         bos_token_id=tok.bos_token_id,
+        initializer_range=init_std,
     )
     torch.manual_seed(seed)
     if tokenizer == "qwen2":

@@ -1,0 +1,155 @@
+"""Evaluation of a span selector: what ``cad eval`` measures on an edit set.
+
+Each edit is decoded by the same ``Decoder`` that ``cad edit`` uses and compared with the
+gold file. Copy endpoints are scored against the edit's line-level oracle program (a
+different program can still produce the gold file; exact match is what counts, endpoint
+accuracy says where a selector goes wrong). Optionally each edit is also regenerated
+token by token with the gold file forced, in the same process, for the wall-clock ratio.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from resolver import CopyLines, CopySpan, Document, Program, op_text, oracle
+from selector import Cancelled, ContextTooLongError, Decoder, LoadedModel, regenerate
+from training.datasets import EditExample
+from training.scoring import Endpoints, share
+
+
+@dataclass(frozen=True)
+class EditScore:
+    """One decoded edit: exact match, validity (a complete program that resolves), copy
+    endpoints matched, copied and generated output tokens, wall-clock of CaD and of AR."""
+
+    id: str
+    exact: bool
+    valid: bool
+    start_hits: int
+    end_hits: int
+    endpoints: int
+    copied_tokens: int
+    output_tokens: int
+    generated_tokens: int
+    wall_s: float
+    ar_wall_s: float | None
+
+
+@dataclass
+class EvalReport:
+    """Pooled scores over ``n`` edits. ``coverage`` is the share of output tokens that came
+    from copies; ``generated_tokens`` the mean model-decided tokens per edit; wall-clock
+    figures are medians, ``speedup`` the median per-edit ratio AR / CaD."""
+
+    n: int
+    em: float
+    valid: float
+    start_acc: float
+    end_acc: float
+    coverage: float
+    generated_tokens: float
+    wall_s: float
+    ar_wall_s: float | None
+    speedup: float | None
+    rows: list[EditScore] = field(default_factory=list)
+
+    def to_dict(self, *, rows: bool = False) -> dict[str, object]:
+        """Plain JSON-ready dict; per-edit rows only when asked."""
+        data = asdict(self)
+        if not rows:
+            data.pop("rows")
+        return data
+
+
+def output_tokens(loaded: LoadedModel, program: Program, document: Document) -> tuple[int, int]:
+    """Tokens of the program's output that came from copies, and in all (each op's text
+    tokenised on its own, as the decoder appends it)."""
+    copied = total = 0
+    for index, op in enumerate(program.ops):
+        count = len(loaded.tokenizer.encode(op_text(op, document, index), add_special_tokens=False))
+        total += count
+        if isinstance(op, CopyLines | CopySpan):
+            copied += count
+    return copied, total
+
+
+def score_edit(
+    decoder: Decoder, edit: EditExample, *, baseline: bool, cancel: threading.Event | None
+) -> EditScore:
+    """Decode ``edit`` with ``decoder`` and score it (AR regeneration too when ``baseline``).
+    An edit too long for the model's context scores as invalid."""
+    reference = oracle(edit.before, edit.after, granularity="line")
+    endpoints = Endpoints()
+    try:
+        result = decoder.edit(edit.before, edit.instruction, cancel=cancel)
+    except ContextTooLongError:
+        endpoints.add(None, reference)
+        return EditScore(edit.id, False, False, 0, 0, endpoints.count, 0, 0, 0, 0.0, None)
+    valid = result.program is not None and not result.stats.truncated
+    endpoints.add(result.program if valid else None, reference)
+    copied, total = (0, 0)
+    if valid and result.program is not None:
+        copied, total = output_tokens(decoder.loaded, result.program, Document(edit.before))
+    ar_wall = None
+    if baseline:
+        ar_wall = regenerate(decoder.loaded, edit.before, edit.instruction, edit.after).stats.wall_s
+    return EditScore(
+        id=edit.id,
+        exact=valid and result.text == edit.after,
+        valid=valid,
+        start_hits=endpoints.start_hits,
+        end_hits=endpoints.end_hits,
+        endpoints=endpoints.count,
+        copied_tokens=copied,
+        output_tokens=total,
+        generated_tokens=result.stats.generated_tokens,
+        wall_s=result.stats.wall_s,
+        ar_wall_s=ar_wall,
+    )
+
+
+def summarize(rows: Sequence[EditScore]) -> EvalReport:
+    """Pool per-edit scores into a report."""
+    n = len(rows)
+    count = sum(row.endpoints for row in rows)
+    ratios = [row.ar_wall_s / row.wall_s for row in rows if row.ar_wall_s and row.wall_s > 0]
+    ar_walls = [row.ar_wall_s for row in rows if row.ar_wall_s is not None]
+    return EvalReport(
+        n=n,
+        em=share(sum(row.exact for row in rows), n),
+        valid=share(sum(row.valid for row in rows), n),
+        start_acc=share(sum(row.start_hits for row in rows), count),
+        end_acc=share(sum(row.end_hits for row in rows), count),
+        coverage=share(
+            sum(row.copied_tokens for row in rows), sum(row.output_tokens for row in rows)
+        ),
+        generated_tokens=share(sum(row.generated_tokens for row in rows), n),
+        wall_s=statistics.median(row.wall_s for row in rows) if rows else 0.0,
+        ar_wall_s=statistics.median(ar_walls) if ar_walls else None,
+        speedup=statistics.median(ratios) if ratios else None,
+        rows=list(rows),
+    )
+
+
+def evaluate(
+    decoder: Decoder,
+    edits: Sequence[EditExample],
+    *,
+    baseline: bool = False,
+    on_edit: Callable[[EditScore], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> EvalReport:
+    """Decode and score every edit; ``on_edit`` sees each score as it lands. A cancel stops
+    between (or inside) edits and raises ``Cancelled``."""
+    rows: list[EditScore] = []
+    for edit in edits:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("evaluation cancelled")
+        row = score_edit(decoder, edit, baseline=baseline, cancel=cancel)
+        rows.append(row)
+        if on_edit is not None:
+            on_edit(row)
+    return summarize(rows)
