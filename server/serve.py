@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from functools import partial
+from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
-from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -32,6 +35,7 @@ CONVERTER = get_converter()
 APPLY_EDIT = "cad.applyEdit"
 EDIT_SELECTION = "cad.editSelection"
 APPLY_PROGRAM = "cad.applyProgram"
+MODES = ("auto", "program", "rewrite")
 
 
 @dataclass
@@ -43,15 +47,40 @@ class Settings:
     dtype: str = "auto"
     adapter: str | None = None
     maxNewTokens: int = 2048
+    mode: str = "auto"
 
     def update(self, values: Any) -> None:
-        """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest."""
+        """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
+        empty ``adapter`` means none."""
         if not isinstance(values, dict):
             return
         values = values.get("cad", values) if isinstance(values.get("cad"), dict) else values
         for item in fields(self):
             if item.name in values and values[item.name] is not None:
                 setattr(self, item.name, values[item.name])
+        if not self.adapter:
+            self.adapter = None
+
+    def edit_mode(self) -> str:
+        """``program`` (the model writes an edit program) or ``rewrite`` (it writes the new
+        text, drafted from the old): ``auto`` is program when an adapter is set, since the
+        trained adapter is what teaches a model the program language."""
+        if self.mode not in MODES:
+            raise JsonRpcInvalidParams(
+                f"cad.mode is {self.mode!r}; set it to one of {', '.join(MODES)}"
+            )
+        if self.mode == "auto":
+            return "program" if self.adapter else "rewrite"
+        return self.mode
+
+    def budget(self) -> int:
+        """``maxNewTokens`` as a positive integer."""
+        value = self.maxNewTokens
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+            raise JsonRpcInvalidParams(
+                f"cad.maxNewTokens is {value!r}; set it to a positive number of tokens"
+            )
+        return int(value)
 
     def model_key(self) -> tuple[str, str, str, str | None]:
         """What a loaded model depends on; a change means reloading."""
@@ -97,19 +126,35 @@ class CadServer:
     settings: Settings = field(default_factory=Settings)
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
     running: dict[str, threading.Event] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop | None = None
     _loaded: Any = None
     _loaded_key: tuple[str, str, str, str | None] | None = None
 
     def status(self, state: str, message: str = "") -> None:
-        """Tell the editor (status bar) what the server is doing."""
-        self.ls.protocol.notify("cad/status", {"state": state, "message": message})
+        """Tell the editor (status bar) what the server is doing; from the worker thread the
+        message goes through the event loop, which owns the output stream."""
+        send = partial(self.ls.protocol.notify, "cad/status", {"state": state, "message": message})
+        loop = self.loop
+        try:
+            in_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            in_loop = False
+        if loop is None or in_loop:
+            send()
+        else:
+            loop.call_soon_threadsafe(send)
 
-    def decoder(self) -> Any:
-        """A decoder for the configured model, loading it first if needed (worker thread)."""
-        from selector import Decoder, load_model
+    def needs_loading(self) -> bool:
+        """Whether the next edit loads a model first (none yet, or the settings changed)."""
+        return self._loaded is None or self._loaded_key != self.settings.model_key()
+
+    def model(self) -> Any:
+        """The configured model, loading it first (worker thread) when it is not loaded yet
+        or the model settings changed."""
+        from selector import load_model
 
         key = self.settings.model_key()
-        if self._loaded is None or self._loaded_key != key:
+        if self.needs_loading():
             self._loaded = None
             self._loaded = load_model(
                 self.settings.model,
@@ -119,7 +164,7 @@ class CadServer:
             )
             self._loaded.warm_up()
             self._loaded_key = key
-        return Decoder(self._loaded, max_new_tokens=int(self.settings.maxNewTokens))
+        return self._loaded
 
     def cancel_all(self) -> None:
         """Set every running edit's cancel flag (shutdown)."""
@@ -256,7 +301,7 @@ def build_server() -> tuple[LanguageServer, CadServer]:
 
 
 async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
-    """Decode (or take) a program for the document, resolve it, and apply minimal edits if
+    """Decode (or take) the edit of the document's region, and apply it as minimal edits if
     the document did not change meanwhile."""
     ls = cad.ls
     if request.uri not in ls.workspace.text_documents:
@@ -268,7 +313,12 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
         first, last = snap_lines(text, language, request.first_line, request.last_line)
         request = replace(request, first_line=first, last_line=last)
     request, start, end = region(text, request)
-    sub_document = text[start:end]
+    job = Job(
+        text[start:end],
+        request,
+        "program" if request.program is not None else cad.settings.edit_mode(),
+        cad.settings.budget(),
+    )
 
     previous = cad.running.get(request.uri)
     if previous is not None:
@@ -279,35 +329,28 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
     request_id = protocol.current_request_id()
     protocol.cancel_flags[request_id] = flag
     token = str(uuid.uuid4())
-    loop = asyncio.get_running_loop()
+    loop = cad.loop = asyncio.get_running_loop()
     progress = await _begin_progress(ls, token, flag)
     try:
         cad.status("editing")
-        report = _reporter(ls, loop, token) if progress else None
-        outcome = await loop.run_in_executor(
-            cad.executor, _decide, cad, sub_document, request, flag, report
-        )
+        report = _reporter(ls, loop, token, job.mode) if progress else None
+        outcome = await loop.run_in_executor(cad.executor, _decide, cad, job, flag, report)
     finally:
         protocol.cancel_flags.pop(request_id, None)
         if cad.running.get(request.uri) is flag:
             del cad.running[request.uri]
         if progress:
             ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="done"))
-    if isinstance(outcome, Exception):
-        cad.status("error", str(outcome))
-        raise JsonRpcInternalError(str(outcome))
+    if isinstance(outcome, JsonRpcException):
+        cad.status("error", outcome.message)
+        raise outcome
     cad.status("ready")
     if outcome is None:
         reason = "superseded" if cad.running.get(request.uri) not in (None, flag) else "cancelled"
         return {"applied": False, "program": "", "stats": {}, "reason": reason}
-    program_text, new_sub, stats = outcome
-    new_text = text[:start] + new_sub + text[end:]
-    assert (
-        new_text[:start] == text[:start]
-        and new_text[len(new_text) - (len(text) - end) :] == text[end:]
-    )
+    new_text = splice(text, start, end, outcome.text)
     edits = text_edits(text, new_text)
-    result: dict[str, Any] = {"applied": False, "program": program_text, "stats": stats}
+    result: dict[str, Any] = {"applied": False, "program": outcome.program, "stats": outcome.stats}
     if (edited := request.edited_range()) is not None:
         result["range"] = edited
     current = ls.workspace.get_text_document(request.uri)
@@ -349,39 +392,135 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
     }
 
 
+def splice(text: str, start: int, end: int, new_region: str) -> str:
+    """``text`` with its whole-line region ``text[start:end]`` replaced by ``new_region``.
+
+    When text follows the region and the region ended with a line break that the new text
+    lacks, that line break is kept: the lines after the region stay lines of their own, and
+    the text outside the region is never changed."""
+    old_region = text[start:end]
+    if end < len(text) and new_region and not new_region.endswith(("\n", "\r")):
+        new_region += old_region[len(old_region.rstrip("\r\n")) :]
+    new_text = text[:start] + new_region + text[end:]
+    assert new_text.startswith(text[:start]) and new_text.endswith(text[end:])
+    return new_text
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the worker thread decodes: the region's text, the request, ``program`` or
+    ``rewrite`` mode and the token budget."""
+
+    region: str
+    request: EditRequest
+    mode: str
+    budget: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished edit: the program text (empty in rewrite mode), the region's new text and
+    the decode stats."""
+
+    program: str
+    text: str
+    stats: dict[str, Any]
+
+
 def _decide(
-    cad: CadServer, sub_document: str, request: EditRequest, flag: threading.Event, report: Any
-):
-    """Worker-thread part: the program and the new region text, None if cancelled, or the error."""
-    from selector import Cancelled, ContextTooLongError, ModelLoadError
+    cad: CadServer, job: Job, flag: threading.Event, report: Any
+) -> Outcome | JsonRpcException | None:
+    """Worker-thread part: the outcome, ``None`` if cancelled, or the error to send."""
+    try:
+        if job.request.program is not None:
+            program = parse(job.request.program)
+            new_text = resolve(program, job.region)
+            outcome = Outcome(
+                format_program(program), new_text, {"ops": len(program.ops), "mode": "program"}
+            )
+        else:
+            outcome = _decode(cad, job, flag, report)
+    except Exception as exc:  # the server must survive anything a model throws (CUDA OOM, ...)
+        return failure(exc, cad.settings)
+    return None if outcome is None or flag.is_set() else outcome
+
+
+def _decode(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome | None:
+    """The model's edit of the region, in program or rewrite mode, or ``None`` if cancelled;
+    raises when it failed or spent its whole budget."""
+    from selector import Cancelled
 
     try:
-        if request.program is not None:
-            program = parse(request.program)
-            new_text = resolve(program, sub_document)
-            stats: dict[str, Any] = {"ops": len(program.ops), "mode": "program"}
-        else:
-            if cad._loaded is None or cad._loaded_key != cad.settings.model_key():
-                cad.status("loading", cad.settings.model)
-            result = cad.decoder().edit(
-                sub_document, request.instruction, on_progress=report, cancel=flag
-            )
-            if result.stats.truncated:
-                return ValueError(
-                    f"the model used its whole budget of {cad.settings.maxNewTokens} tokens without finishing; "
-                    "nothing was applied (raise cad.maxNewTokens or select a smaller range)"
-                )
-            program, new_text, stats = result.program, result.text, result.stats.to_dict()
-        if flag.is_set():
-            return None
-        return format_program(program), new_text, stats
+        return _run_model(cad, job, flag, report)
     except Cancelled:
         return None
-    except (ProgramError, ModelLoadError, ContextTooLongError) as exc:
-        return exc
-    except Exception as exc:  # the server must survive anything a model throws (CUDA OOM, ...)
-        log.exception("edit failed")
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome:
+    from selector import Decoder
+    from selector.rewrite import rewrite
+
+    if cad.needs_loading():
+        cad.status("loading", cad.settings.model)
+    loaded = cad.model()
+    cad.status("editing")
+    request = job.request
+    if job.mode == "rewrite":
+        result = rewrite(
+            loaded,
+            job.region,
+            request.instruction,
+            max_new_tokens=job.budget,
+            on_progress=report,
+            cancel=flag,
+        )
+        program = ""
+    else:
+        decoder = Decoder(loaded, max_new_tokens=job.budget)
+        result = decoder.edit(job.region, request.instruction, on_progress=report, cancel=flag)
+        program = format_program(result.program)
+    if result.stats.truncated:
+        raise BudgetSpent(job.budget)
+    return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode})
+
+
+class BudgetSpent(Exception):
+    """The model used its whole token budget without finishing the edit."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(
+            f"the model used its whole budget of {budget} tokens without finishing; nothing "
+            "was applied (raise cad.maxNewTokens or select a smaller range)"
+        )
+
+
+def failure(exc: Exception, settings: Settings) -> JsonRpcException:
+    """The LSP error for a failed edit: one line saying what went wrong and what to do."""
+    if isinstance(exc, ProgramError):
+        return JsonRpcInvalidParams(
+            f"{exc}; fix the program (its line numbers count from the first line of the "
+            "range, or of the document without one)"
+        )
+    from selector import ContextTooLongError, ModelLoadError
+
+    if isinstance(exc, BudgetSpent | ContextTooLongError):
+        return JsonRpcInternalError(str(exc))
+    if isinstance(exc, ModelLoadError):
+        return JsonRpcInternalError(
+            f"{exc} (in the editor: the cad.model, cad.device, cad.dtype and cad.adapter settings)"
+        )
+    first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+    if isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower():
+        return JsonRpcInternalError(
+            f"the model ran out of memory on {settings.device} ({first_line}); select a smaller "
+            "range, set cad.dtype to bfloat16 or float16, use a smaller cad.model, or set "
+            "cad.device to cpu"
+        )
+    log.error("edit failed", exc_info=exc)
+    return JsonRpcInternalError(
+        f"the edit failed ({type(exc).__name__}: {first_line}); nothing was applied. The "
+        "server log has the details; if it happens again, restart the server"
+    )
 
 
 async def _begin_progress(ls: LanguageServer, token: str, flag: threading.Event) -> bool:
@@ -401,11 +540,11 @@ async def _begin_progress(ls: LanguageServer, token: str, flag: threading.Event)
     return True
 
 
-def _reporter(ls: LanguageServer, loop: asyncio.AbstractEventLoop, token: str) -> Any:
+def _reporter(ls: LanguageServer, loop: asyncio.AbstractEventLoop, token: str, mode: str) -> Any:
     def report(progress: Any) -> None:
+        done = f"{progress.tokens_generated} tokens" if mode == "rewrite" else f"{progress.ops} ops"
         message = (
-            f"{progress.ops} ops, {progress.lines_copied} lines copied, "
-            f"{progress.lines_generated} generated"
+            f"{done}, {progress.lines_copied} lines copied, {progress.lines_generated} generated"
         )
         loop.call_soon_threadsafe(
             ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=message)
@@ -414,14 +553,31 @@ def _reporter(ls: LanguageServer, loop: asyncio.AbstractEventLoop, token: str) -
     return report
 
 
-def serve(tcp: str | None = None, preload: bool = False) -> None:
-    """Run the server on stdio (default) or ``HOST:PORT``; ``preload`` loads the default
-    model (and runs a warm-up forward) before the first request."""
+def claim_stdout() -> BinaryIO:
+    """A private duplicate of stdout for the LSP frames; afterwards file descriptor 1 and
+    ``sys.stdout`` point at stderr, so a stray ``print`` or a native library writing to
+    stdout cannot corrupt the stream the editor reads."""
+    sys.stdout.flush()
+    stream = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return stream
+
+
+def serve(tcp: tuple[str, int] | None = None, preload: bool = False) -> None:
+    """Run the server on stdio (default) or on TCP ``(host, port)``; ``preload`` loads the
+    default model (and runs a warm-up forward) before the first request. A model that
+    cannot be preloaded is logged, and the first edit reports it to the editor."""
+    output = None if tcp else claim_stdout()
     ls, cad = build_server()
     if preload:
-        cad.decoder()
+        from selector import ModelLoadError
+
+        try:
+            cad.model()
+        except ModelLoadError as exc:
+            log.error("cannot preload the model: %s", exc)
     if tcp:
-        host, _, port = tcp.rpartition(":")
-        ls.start_tcp(host or "127.0.0.1", int(port))
+        ls.start_tcp(*tcp)
     else:
-        ls.start_io()
+        ls.start_io(stdin=sys.stdin.buffer, stdout=output)

@@ -9,20 +9,36 @@ from typing import Annotated
 
 import typer
 
+from server.files import UserError
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (host 127.0.0.1) as a (host, port) pair."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--tcp {address!r}: expected HOST:PORT or PORT, e.g. 127.0.0.1:2087")
+    return host or "127.0.0.1", int(port)
+
 
 def cmd_serve(
-    tcp: Annotated[str | None, typer.Option(help="Listen on HOST:PORT instead of stdio.")] = None,
+    tcp: Annotated[
+        str | None, typer.Option(help="Listen on HOST:PORT (or PORT) instead of stdio.")
+    ] = None,
     preload: Annotated[bool, typer.Option("--preload", help="Load the model at start.")] = False,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
 ) -> None:
     """Run the language server (stdio by default); logs never go to stdout."""
+    address = parse_address(tcp) if tcp else None
     from server.serve import serve
 
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    try:
+        handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    except OSError as exc:
+        raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    serve(tcp=tcp, preload=preload)
+    serve(tcp=address, preload=preload)
 
 
 def register(app: typer.Typer) -> None:

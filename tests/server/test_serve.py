@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
+import threading
 
 import pytest
 from lsprotocol import types as lsp
@@ -11,7 +14,8 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
 from resolver import format, oracle
-from server.text_edits import apply_text_edits
+from server.serve import Settings, splice
+from server.text_edits import apply_text_edits, text_edits
 
 URI = "file:///tmp/cad-test/mean.py"
 BEFORE = "def mean(values):\r\n    return sum(values) / len(values) + 1\r\n\r\n# 😀 done\r\n"
@@ -50,9 +54,10 @@ class Client:
         def status(params) -> None:
             self.statuses.append(params.state)
 
-    async def start(self, options: dict | None = None) -> None:
+    async def start(self, options: dict | None = None, prelude: str = "") -> None:
+        """Start ``cad serve`` (after ``prelude``, Python run first in the server process)."""
         await self.client.start_io(
-            sys.executable, "-c", "from server.cli import main; main()", "serve"
+            sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve"
         )
         await self.client.initialize_async(
             lsp.InitializeParams(
@@ -163,7 +168,9 @@ SNAP_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("uri", "language_id", "before", "after", "lines"), SNAP_CASES)
+@pytest.mark.parametrize(
+    ("uri", "language_id", "before", "after", "lines"), SNAP_CASES, ids=["python", "javascript"]
+)
 def test_snap_widens_the_range_to_the_enclosing_definition(
     uri: str, language_id: str, before: str, after: str, lines: tuple[int, int]
 ) -> None:
@@ -268,8 +275,14 @@ def slow_model(tmp_path_factory) -> str:
     return str(make_tiny_model(tmp_path_factory.mktemp("serve-model"), "qwen2"))
 
 
-def model_options(model: str, budget: int = 100000) -> dict:
-    return {"model": model, "device": "cpu", "dtype": "float32", "maxNewTokens": budget}
+def model_options(model: str, budget: int = 100000, mode: str = "program") -> dict:
+    return {
+        "model": model,
+        "device": "cpu",
+        "dtype": "float32",
+        "maxNewTokens": budget,
+        "mode": mode,
+    }
 
 
 LONG = "".join(f"value_{i} = {i}\n" for i in range(200))
@@ -393,3 +406,315 @@ def test_shutdown_during_an_edit_exits_cleanly(slow_model: str) -> None:
     c, code = run(scenario())
     assert c.applied == []
     assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "mode"),
+    [
+        ({}, "rewrite"),
+        ({"adapter": "/adapters/cad"}, "program"),
+        ({"cad": {"adapter": "/adapters/cad"}}, "program"),
+        ({"adapter": ""}, "rewrite"),
+        ({"adapter": "/adapters/cad", "mode": "rewrite"}, "rewrite"),
+        ({"mode": "program"}, "program"),
+    ],
+)
+def test_auto_mode_is_program_with_an_adapter_else_rewrite(values: dict, mode: str) -> None:
+    settings = Settings()
+    settings.update(values)
+    assert settings.edit_mode() == mode
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [({"mode": "fast"}, "cad.mode"), ({"maxNewTokens": 0}, "cad.maxNewTokens")],
+)
+def test_bad_settings_are_reported_when_an_edit_needs_them(values: dict, message: str) -> None:
+    settings = Settings()
+    settings.update(values)
+    with pytest.raises(JsonRpcException, match=message):
+        settings.edit_mode()
+        settings.budget()
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end", "new", "expected"),
+    [
+        ("a\nb\nc\n", 2, 4, "B", "a\nB\nc\n"),
+        ("a\r\nb\r\nc\r\n", 3, 6, "B", "a\r\nB\r\nc\r\n"),
+        ("a\nb\nc\n", 2, 4, "B\n", "a\nB\nc\n"),
+        ("a\nb\nc\n", 2, 4, "", "a\nc\n"),
+        ("a\nb\nc", 4, 5, "C", "a\nb\nC"),
+        ("a\nb\nc\n", 0, 6, "x", "x"),
+    ],
+)
+def test_splice_keeps_the_line_break_before_the_text_after_a_region(
+    text: str, start: int, end: int, new: str, expected: str
+) -> None:
+    assert splice(text, start, end, new) == expected
+
+
+REGION_BEFORE = "".join(f"line {i}\n" for i in range(1, 5))
+REGION = "    y = x + 1\n    z = y * 2\n"
+REGION_DOCUMENT = REGION_BEFORE + REGION + "    return z\n"
+REWRITE_INSTRUCTION = "double it"
+
+
+@pytest.fixture(scope="module")
+def stopping_model(tmp_path_factory) -> str:
+    """A tiny random model that finishes its reply to the region test: its generation
+    config declares, besides the tokenizer's end-of-sequence, the first token of its greedy
+    reply that differs from the reply's first token."""
+    import json
+
+    import torch
+
+    from resolver import Document
+    from selector import load_model
+    from selector.prompt import rewrite_prompt
+    from tests.tiny_model import make_tiny_model
+
+    folder = make_tiny_model(tmp_path_factory.mktemp("stopping-model"), "qwen2", seed=3)
+    loaded = load_model(str(folder), device="cpu", dtype="float32")
+    prompt = rewrite_prompt(loaded.tokenizer, Document(REGION), REWRITE_INSTRUCTION)
+    with torch.inference_mode():
+        reply = loaded.model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False)[
+            0, len(prompt) :
+        ].tolist()
+    stop = next(token for token in reply if token != reply[0])
+    config_path = folder / "generation_config.json"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config["eos_token_id"] = [loaded.tokenizer.eos_token_id, stop]
+    config_path.write_text(json.dumps(config))
+    return str(folder)
+
+
+def decoded_rewrite(model: str, region: str, budget: int):
+    """What the rewrite decoder itself returns for ``region`` (the expectation)."""
+    from selector import load_model
+    from selector.rewrite import rewrite
+
+    loaded = load_model(model, device="cpu", dtype="float32")
+    return rewrite(loaded, region, REWRITE_INSTRUCTION, max_new_tokens=budget)
+
+
+def test_rewrite_of_a_range_is_applied_exactly_as_decoded(stopping_model: str) -> None:
+    expected = decoded_rewrite(stopping_model, REGION, 64)
+    assert not expected.stats.truncated
+
+    async def scenario():
+        c = Client()
+        options = model_options(stopping_model, budget=64)
+        del options["mode"]
+        await c.start(options)
+        c.open(REGION_DOCUMENT, version=5)
+        rng = {"start": {"line": 4, "character": 0}, "end": {"line": 6, "character": 0}}
+        result = await c.edit({"uri": URI, "instruction": REWRITE_INSTRUCTION, "range": rng})
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert result["applied"] is True
+    assert result["stats"]["mode"] == "rewrite" and result["program"] == ""
+    kept = (
+        expected.text if expected.text.endswith("\n") or not expected.text else expected.text + "\n"
+    )
+    after = REGION_BEFORE + kept + "    return z\n"
+    (params,) = c.applied
+    (change,) = params.edit.document_changes
+    assert change.text_document.version == 5
+    assert list(change.edits) == text_edits(REGION_DOCUMENT, after)
+    assert all(e.range.start.line >= 4 and e.range.end.line <= 6 for e in change.edits)
+    assert apply_text_edits(REGION_DOCUMENT, list(change.edits)) == after
+
+
+def test_rewrite_that_spends_its_budget_is_refused(slow_model: str) -> None:
+    budget = 12
+    expected = decoded_rewrite(slow_model, REGION_DOCUMENT, budget)
+
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model, budget=budget, mode="rewrite"))
+        c.open(REGION_DOCUMENT)
+        try:
+            result = await c.edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
+        except JsonRpcException as exc:
+            result = {"error": str(exc)}
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    if expected.stats.truncated:
+        assert "budget of 12 tokens" in result["error"] and "cad.maxNewTokens" in result["error"]
+        assert c.applied == [] and "error" in c.statuses
+    else:
+        assert text_after(c, REGION_DOCUMENT) == expected.text
+
+
+OOM = (
+    "import selector\n"
+    "def out_of_memory(*args, **kwargs):\n"
+    "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+    "selector.Decoder.edit = out_of_memory"
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "prelude", "document", "messages"),
+    [
+        (
+            {"model": "/nonexistent/cad-model", "device": "cpu"},
+            "",
+            BEFORE,
+            ["does not exist", "cad.model"],
+        ),
+        ({"mode": "fast"}, "", BEFORE, ["cad.mode is 'fast'", "auto, program, rewrite"]),
+        (None, "", "x = 1\n" * 3000, ["context is 8192", "smaller range"]),
+        (None, OOM, BEFORE, ["out of memory", "cad.device to cpu"]),
+    ],
+    ids=["model-missing", "bad-mode", "document-too-long", "out-of-memory"],
+)
+def test_failures_reach_the_editor_with_a_next_step(
+    slow_model: str, options: dict | None, prelude: str, document: str, messages: list[str]
+) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(options or model_options(slow_model, budget=64), prelude=prelude)
+        c.open(document)
+        with pytest.raises(JsonRpcException) as info:
+            await c.edit({"uri": URI, "instruction": "fix it"})
+        c.open(BEFORE, uri="file:///tmp/cad-test/other.py")
+        after = await c.edit(
+            {
+                "uri": "file:///tmp/cad-test/other.py",
+                "instruction": "x",
+                "program": format(oracle(BEFORE, AFTER)),
+            }
+        )
+        await c.stop()
+        return info.value, after
+
+    error, after = run(scenario())
+    for message in messages:
+        assert message in str(error)
+    assert after["applied"] is True
+
+
+class RawServer:
+    """``cad serve`` over stdio read byte by byte: every byte on stdout must belong to an
+    LSP frame (headers, blank line, JSON body of the announced length)."""
+
+    def __init__(self, prelude: str, stderr_path) -> None:
+        self.stderr = open(stderr_path, "wb")  # noqa: SIM115 - closed in close()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+        )
+        self.watchdog = threading.Timer(120, self.process.kill)
+        self.watchdog.start()
+        self.next_id = 0
+
+    def send(self, message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def frame(self) -> dict | None:
+        """The next frame, or None at the end of the stream; anything else fails the test."""
+        headers = {}
+        while True:
+            line = self.process.stdout.readline()
+            if not line and not headers:
+                return None
+            assert line.endswith(b"\r\n"), f"not an LSP header line: {line!r}"
+            if line == b"\r\n":
+                break
+            name, _, value = line.decode("ascii").partition(": ")
+            assert name in ("Content-Length", "Content-Type"), f"not an LSP header: {line!r}"
+            headers[name] = value.strip()
+        body = self.process.stdout.read(int(headers["Content-Length"]))
+        message = json.loads(body)
+        assert message["jsonrpc"] == "2.0"
+        return message
+
+    def request(self, method: str, params: dict | None) -> dict:
+        """Send a request; answer the server's own requests until its response arrives."""
+        self.next_id += 1
+        self.send({"id": self.next_id, "method": method, "params": params})
+        while True:
+            message = self.frame()
+            assert message is not None, "the server closed stdout before answering"
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+            if message.get("method") == "workspace/applyEdit":
+                self.send({"id": message["id"], "result": {"applied": True}})
+
+    def close(self) -> tuple[int, list[dict]]:
+        """Exit the server; its return code and the frames it sent after ``exit``."""
+        self.send({"method": "exit"})
+        self.process.stdin.close()
+        rest = []
+        while (message := self.frame()) is not None:
+            rest.append(message)
+        code = self.process.wait(timeout=60)
+        self.watchdog.cancel()
+        self.stderr.close()
+        return code, rest
+
+
+NOISE = (
+    "import os, resolver\n"
+    "resolve = resolver.resolve\n"
+    "def noisy_resolve(*args):\n"
+    "    print('stray print from the edit')\n"
+    "    os.write(1, b'stray native write\\n')\n"
+    "    return resolve(*args)\n"
+    "resolver.resolve = noisy_resolve"
+)
+
+
+def test_stdout_carries_only_lsp_frames(slow_model: str, tmp_path) -> None:
+    server = RawServer(NOISE, tmp_path / "stderr.log")
+    options = model_options(slow_model, budget=4)
+    initialized = server.request(
+        "initialize", {"processId": None, "capabilities": {}, "initializationOptions": options}
+    )
+    server.send({"method": "initialized", "params": {}})
+    server.send(
+        {
+            "method": "textDocument/didOpen",
+            "params": {
+                "textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": BEFORE}
+            },
+        }
+    )
+    command = "workspace/executeCommand"
+    program = format(oracle(BEFORE, AFTER))
+    edited = server.request(
+        command,
+        {
+            "command": "cad.applyEdit",
+            "arguments": [{"uri": URI, "instruction": "x", "program": program}],
+        },
+    )
+    decoded = server.request(
+        command, {"command": "cad.applyEdit", "arguments": [{"uri": URI, "instruction": "x"}]}
+    )
+    broken = server.request(
+        command,
+        {
+            "command": "cad.applyEdit",
+            "arguments": [{"uri": URI, "instruction": "x", "program": "<x"}],
+        },
+    )
+    shut = server.request("shutdown", None)
+    code, _ = server.close()
+    assert initialized["result"]["capabilities"]["executeCommandProvider"]
+    assert edited["result"]["applied"] is True
+    assert "budget of 4 tokens" in decoded["error"]["message"]
+    assert "expected" in broken["error"]["message"]
+    assert shut["result"] is None and code == 0
+    log = (tmp_path / "stderr.log").read_text()
+    assert "stray print from the edit" in log and "stray native write" in log
