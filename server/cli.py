@@ -9,6 +9,7 @@ import typer
 from resolver import ProgramError
 from server import edit_command, program_commands, serve_command
 from server.files import UserError
+from training import commands as training_commands
 
 app = typer.Typer(
     name="cad",
@@ -20,12 +21,13 @@ app = typer.Typer(
 program_commands.register(app)
 edit_command.register(app)
 serve_command.register(app)
+training_commands.register(app)
 
 
 def main() -> None:
     """Entry point: run the app; bad input becomes one ``error: ...`` line and exit 1 or 2."""
     try:
-        app(standalone_mode=False)
+        status = app(standalone_mode=False)
     except typer.TyperException as exc:
         context = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and context is not None:
@@ -43,3 +45,5 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    if isinstance(status, int) and status:
+        sys.exit(status)

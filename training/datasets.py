@@ -18,6 +18,7 @@ HUMANEVALPACK = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / 
 HUMANEVALPACK_LANGUAGES = ("python", "js")
 HEVAL_INSTRUCTION = "Fix the bug in {entry_point}."
 FIELDS = ("instruction", "before", "after")
+BUILTIN_DATA = {"heval-python": "python", "heval-js": "js"}
 
 
 class DatasetError(ValueError):
@@ -131,6 +132,14 @@ def load_humanevalpack(path_or_language: str | Path) -> list[EditExample]:
             )
         )
     return examples
+
+
+def load_edits(data: str | Path) -> list[EditExample]:
+    """``heval-python`` / ``heval-js`` (the HumanEvalPack-Fix copies) or a JSONL edit file:
+    what ``--data`` names in ``cad train``, ``cad eval`` and ``cad calibrate``."""
+    if str(data) in BUILTIN_DATA:
+        return load_humanevalpack(BUILTIN_DATA[str(data)])
+    return load_jsonl(data)
 
 
 def split_by_id(

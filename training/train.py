@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from resolver.oracle import Granularity
-from training.datasets import EditExample, load_humanevalpack, load_jsonl, split_by_id
+from training.datasets import load_edits, split_by_id
 from training.examples import (
     IGNORE,
     ExampleBuilder,
@@ -32,7 +34,6 @@ from training.examples import (
     pad_token_id,
 )
 
-BUILTIN_DATA = {"heval-python": "python", "heval-js": "js"}
 CHECKPOINTS = "checkpoints"
 STATE = "trainer_state.json"
 OPTIMIZER = "optimizer.pt"
@@ -129,20 +130,6 @@ class TrainResult:
         }
 
 
-def load_edits(data: str) -> list[EditExample]:
-    """``heval-python`` / ``heval-js`` (the HumanEvalPack-Fix copies) or a JSONL edit file."""
-    if data in BUILTIN_DATA:
-        return load_humanevalpack(BUILTIN_DATA[data])
-    return load_jsonl(data)
-
-
-def split_edits(
-    edits: Sequence[EditExample], valid: float, test: float
-) -> tuple[list[EditExample], list[EditExample], list[EditExample]]:
-    """``(train, valid, test)`` by id hash, the same split ``cad eval --split`` uses."""
-    return split_by_id(edits, valid=valid, test=test)
-
-
 def load_trainable(config: TrainConfig, adapter: Path | None = None) -> tuple[Any, Any, bool]:
     """The base model with trainable LoRA adapters (fresh, or ``adapter`` to continue), its
     tokenizer, and whether the base is 4-bit."""
@@ -158,6 +145,9 @@ def load_trainable(config: TrainConfig, adapter: Path | None = None) -> tuple[An
     except ModelLoadError as exc:
         raise TrainingError(str(exc)) from None
     four_bit = device.type == "cuda" if config.four_bit is None else config.four_bit
+    local = Path(config.base).expanduser()
+    if (config.base.startswith((".", "/", "~")) or local.exists()) and not local.is_dir():
+        raise TrainingError(f"base model folder {config.base} does not exist; pass --base FOLDER")
     try:
         tokenizer = AutoTokenizer.from_pretrained(config.base)
         if four_bit:
@@ -297,6 +287,19 @@ def save_checkpoint(
     return path
 
 
+def save_adapter(model: Any, out: Path) -> None:
+    """Write the adapter into ``out`` file by file through a staging folder and renames, so an
+    interrupted save leaves the previous adapter files whole, never a half-written one."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".adapter-", dir=out))
+    try:
+        model.save_pretrained(staging)
+        for item in staging.iterdir():
+            os.replace(item, out / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def prepare_data(
     config: TrainConfig, tokenizer: Any, vocab_size: int
 ) -> tuple[list[TrainingExample], list[TrainingExample], list[str]]:
@@ -305,7 +308,7 @@ def prepare_data(
     from grammar import ProgramTokenIndex
 
     edits = load_edits(config.data)
-    train_edits, valid_edits, _ = split_edits(edits, config.valid_fraction, config.test_fraction)
+    train_edits, valid_edits, _ = split_by_id(edits, config.valid_fraction, config.test_fraction)
     if not train_edits:
         raise TrainingError(f"{config.data}: no training examples left after the split")
     builder = ExampleBuilder(tokenizer, ProgramTokenIndex.for_tokenizer(tokenizer, vocab_size))
@@ -342,6 +345,11 @@ def check_config(config: TrainConfig) -> None:
         raise TrainingError(f"{config.out}: exists and is not a folder")
     if config.resume and latest_checkpoint(config.out) is None:
         raise TrainingError(f"--resume: no checkpoint in {config.out / CHECKPOINTS}")
+    if not config.resume and latest_checkpoint(config.out) is not None:
+        raise TrainingError(
+            f"{config.out} already holds checkpoints; pass --resume to continue that run "
+            "or choose another --out"
+        )
 
 
 def train(config: TrainConfig, report: Callable[[Report], None] | None = None) -> TrainResult:
@@ -395,7 +403,7 @@ def train(config: TrainConfig, report: Callable[[Report], None] | None = None) -
         if step % config.save_every == 0 or step == total:
             path = save_checkpoint(model, optimizer, config.out, step, config.keep_checkpoints)
             notify(CheckpointReport(step, path))
-    model.save_pretrained(config.out)
+    save_adapter(model, config.out)
     result = TrainResult(
         steps=step,
         train_examples=len(train_set),
