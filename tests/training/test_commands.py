@@ -1,0 +1,127 @@
+"""``cad train`` and ``cad eval`` through the console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_model import make_tiny_model
+from training import EditExample, load_humanevalpack, write_jsonl
+
+CAD = [sys.executable, "-c", "from server.cli import main; main()"]
+
+
+def cad(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CAD, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cli")
+    make_tiny_model(folder / "model", "qwen2", init_std=0.5)
+    edits = [
+        EditExample(f"e{i}", f"Set x to {i}.", "x = 0\ny = 1\n", f"x = {i}\ny = 1\n")
+        for i in range(1, 7)
+    ]
+    write_jsonl(folder / "edits.jsonl", edits)
+    return folder
+
+
+def test_train_then_eval_with_the_adapter(workspace: Path) -> None:
+    trained = cad(
+        "train",
+        "--base", "model",
+        "--data", "edits.jsonl",
+        "--out", "adapter",
+        "--max-steps", "3",
+        "--batch-size", "2",
+        "--valid-fraction", "0",
+        "--test-fraction", "0",
+        "--device", "cpu",
+        "--json",
+        cwd=workspace,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    summary = json.loads(trained.stdout)
+    assert summary["steps"] == 3 and summary["train_examples"] == 6
+    assert (workspace / "adapter" / "adapter_model.safetensors").is_file()
+
+    evaluated = cad(
+        "eval",
+        "--model", "model",
+        "--adapter", "adapter",
+        "--data", "edits.jsonl",
+        "--limit", "2",
+        "--max-new-tokens", "24",
+        "--device", "cpu",
+        "--json",
+        "--rows",
+        cwd=workspace,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    for key in ("n", "em", "valid", "start_acc", "end_acc", "coverage", "wall_s", "speedup"):
+        assert key in report
+    assert report["n"] == 2 and len(report["rows"]) == 2
+    assert report["ar_wall_s"] > 0
+
+    table = cad("eval", "--model", "model", "--data", "edits.jsonl", "--limit", "1", "--no-ar",
+                "--max-new-tokens", "16", "--device", "cpu", cwd=workspace)  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    assert "exact match" in table.stdout and "speed-up" not in table.stdout
+
+
+def test_a_second_run_into_the_same_folder_needs_resume(workspace: Path) -> None:
+    args = ["train", "--base", "model", "--data", "edits.jsonl", "--out", "twice",
+            "--max-steps", "1", "--batch-size", "2", "--device", "cpu"]  # fmt: skip
+    assert cad(*args, cwd=workspace).returncode == 0
+    again = cad(*args, cwd=workspace)
+    assert again.returncode == 1
+    assert again.stderr.strip().splitlines() == [
+        "error: twice already holds checkpoints; pass --resume to continue that run "
+        "or choose another --out"
+    ]
+    resumed = cad(*args[:7], "--max-steps", "2", "--batch-size", "2", "--device", "cpu",
+                  "--resume", "--json", cwd=workspace)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["steps"] == 2
+
+
+def test_perturbation_needs_no_model(tmp_path: Path) -> None:
+    result = cad("eval", "--data", "heval-python", "--perturb", "1", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["n"] == len(load_humanevalpack("python")) and report["eps"] == 1
+    assert 0 < report["em"] < 0.5 and report["valid"] == 1
+
+    several = cad("eval", "--data", "heval-js", "--perturb", "0", "--perturb", "2", "--json",
+                  cwd=tmp_path)  # fmt: skip
+    results = json.loads(several.stdout)["results"]
+    assert [r["eps"] for r in results] == [0, 2] and results[0]["em"] == 1
+
+    table = cad("eval", "--data", "heval-js", "--perturb", "1", cwd=tmp_path)
+    assert "trimmed EM" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "--data", "missing.jsonl", "--perturb", "1"], "missing.jsonl: "),
+        (["eval", "--data", "heval-js"], "pass --model"),
+        (["eval", "--data", "heval-js", "--perturb", "-1"], "--perturb takes"),
+        (["eval", "--data", "heval-js", "--split", "dev", "--perturb", "1"], "--split must be"),
+        (["eval", "--data", "heval-js", "--model", "./nowhere"], "does not exist"),
+        (["train", "--base", "./nowhere", "--data", "heval-js", "--out", "o"], "does not exist"),
+        (["train", "--base", "m", "--data", "heval-js", "--out", "o", "--lr", "-1"], "--lr"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, args: list[str], message: str) -> None:
+    result = cad(*args, cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not (tmp_path / "o").exists()
