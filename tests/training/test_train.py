@@ -180,3 +180,16 @@ def test_an_existing_run_is_not_overwritten_without_resume(
     train(config(sharp_model, toy_data, out, max_steps=1, batch_size=2))
     with pytest.raises(TrainingError, match="already holds checkpoints"):
         train(config(sharp_model, toy_data, out, max_steps=1, batch_size=2))
+
+
+def test_a_four_bit_base_trains_and_its_adapter_loads_on_the_full_base(
+    sharp_model: Path, toy_data: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("bitsandbytes", reason="4-bit training needs the quant extra")
+    out = tmp_path / "qlora"
+    result = train(config(sharp_model, toy_data, out, four_bit=True, max_steps=2, batch_size=2))
+    assert result.four_bit and result.steps == 2
+    assert all(torch.isfinite(torch.tensor(row["loss"])) for row in result.history)
+    assert any("Linear4bit" in type(module).__name__ for module in result.model.modules())
+    loaded = load_model(str(sharp_model), device="cpu", dtype="float32", adapter=str(out))
+    assert Decoder(loaded, max_new_tokens=8).edit("x = 0\n", "Set x to 1.").program is not None
