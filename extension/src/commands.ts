@@ -7,10 +7,11 @@ import * as vscode from "vscode";
 
 import { buildEditArgument, describeResult, type EditRequest, selectionRange } from "./lib/editArgs";
 import type { InstructionHistory } from "./lib/history";
+import type { CadSettings } from "./lib/settings";
 import type { Range } from "./lib/textEdits";
 import { type PreviewDocuments, previewAndApply } from "./preview";
 import { askInstruction, askProgram } from "./prompt";
-import { type CadServer, errorText, ServerUnavailableError } from "./server";
+import { type EditServer, errorText, ServerUnavailableError } from "./server";
 
 /** A code action's target: `{uri, range}` as the server sends it. */
 interface Target {
@@ -24,11 +25,11 @@ function isTarget(value: unknown): value is Target {
 
 /** What the commands need. */
 export interface CommandContext {
-  server: CadServer;
+  server: EditServer;
   history: InstructionHistory;
   previews: PreviewDocuments;
-  /** Whether edits are previewed before they are applied (read at each edit). */
-  preview: () => boolean;
+  /** The settings that shape each edit (`cad.preview`, `cad.snap`), read at each edit. */
+  settings: () => Pick<CadSettings, "preview" | "snap">;
 }
 
 /** Runs edits and remembers how to cancel the ones in flight. */
@@ -133,10 +134,13 @@ export class EditCommands implements vscode.Disposable {
     return { document: editor.document, range: selectionRange(range) };
   }
 
-  /** Send one edit with a cancellable progress notification, then report how it ended. */
+  /**
+   * Send one edit with a cancellable progress notification that shows the server's progress,
+   * then report how it ended.
+   */
   private async run(document: vscode.TextDocument, request: EditRequest): Promise<void> {
-    const preview = this.context.preview();
-    const argument = buildEditArgument({ ...request, dryRun: preview });
+    const { preview, snap } = this.context.settings();
+    const argument = buildEditArgument({ ...request, snap, dryRun: preview });
     const source = new vscode.CancellationTokenSource();
     this.running.add(source);
     try {
@@ -146,10 +150,10 @@ export class EditCommands implements vscode.Disposable {
           title: request.program !== undefined ? "Copy-as-Decode: applying the program" : "Copy-as-Decode: editing",
           cancellable: true,
         },
-        async (_progress, token) => {
+        async (progress, token) => {
           const subscription = token.onCancellationRequested(() => source.cancel());
           try {
-            return await this.context.server.applyEdit(argument, source.token);
+            return await this.context.server.applyEdit(argument, source.token, (message) => progress.report({ message }));
           } finally {
             subscription.dispose();
           }

@@ -30,7 +30,7 @@ export function activate(context: vscode.ExtensionContext): void {
     server: cad,
     history: new InstructionHistory(context.globalState),
     previews,
-    preview: () => settings.preview,
+    settings: () => settings,
   });
 
   context.subscriptions.push(

@@ -1,6 +1,7 @@
 /**
  * The `cad serve` process and its language client: start, stop, restart with back-off after a
- * crash, settings, `cad/status` notifications and the `cad.applyEdit` request.
+ * crash (see {@link Supervisor}), settings, `cad/status` notifications, `cad.applyEdit` and the
+ * server's progress for each edit.
  */
 
 import * as fs from "fs";
@@ -16,25 +17,38 @@ import {
   RevealOutputChannelOn,
   type ServerOptions,
   State,
-  TransportKind,
+  type WorkDoneProgressBegin,
+  WorkDoneProgressCancelNotification,
+  type WorkDoneProgressEnd,
+  type WorkDoneProgressReport,
 } from "vscode-languageclient/node";
 
-import { RestartPolicy } from "./lib/backoff";
 import { APPLY_EDIT, type EditArgument, type EditResult, isEditResult } from "./lib/editArgs";
-import {
-  crashMessage,
-  findExecutable,
-  type Launch,
-  serverLaunch,
-  startFailureMessage,
-} from "./lib/serverCommand";
+import { type ProgressToken, ProgressRouter } from "./lib/progress";
+import { findExecutable, type Launch, serverLaunch, startFailureMessage } from "./lib/serverCommand";
 import { type CadSettings, configurationChange, toServerSettings } from "./lib/settings";
 import { parseStatus, type ServerState, STATUS_NOTIFICATION } from "./lib/status";
+import { Supervisor } from "./lib/supervisor";
 
 /** A server state change, for the status bar. */
 export interface StatusEvent {
   state: ServerState;
   message: string;
+}
+
+/** What the edit commands need from the server. */
+export interface EditServer {
+  /**
+   * Run `cad.applyEdit`. Resolves to undefined when `token` cancelled the request; `onProgress`
+   * receives the server's progress messages.
+   */
+  applyEdit(
+    argument: EditArgument,
+    token?: vscode.CancellationToken,
+    onProgress?: (message: string) => void,
+  ): Promise<EditResult | undefined>;
+  /** Show why the server is unavailable, with buttons to fix it. */
+  showFailure(error: unknown): void;
 }
 
 /** Raised when the server cannot run; the message says how to fix it. */
@@ -63,19 +77,12 @@ function isFile(candidate: string): boolean {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Owns the server process; one client at a time, replaced on restart. */
-export class CadServer implements vscode.Disposable {
-  private client: LanguageClient | undefined;
-  private starting: Promise<LanguageClient> | undefined;
-  private readonly policy = new RestartPolicy();
+/** Owns the server process through a supervisor; one language client per process. */
+export class CadServer implements EditServer, vscode.Disposable {
+  private readonly supervisor: Supervisor<LanguageClient>;
+  private readonly progress = new ProgressRouter();
   private readonly statusEmitter = new vscode.EventEmitter<StatusEvent>();
-  private generation = 0;
   private disposed = false;
-  private gaveUp = false;
 
   /** Fires on every state change of the server. */
   readonly onStatus = this.statusEmitter.event;
@@ -83,71 +90,81 @@ export class CadServer implements vscode.Disposable {
   constructor(
     private readonly output: vscode.OutputChannel,
     private settings: CadSettings,
-  ) {}
-
-  /** The running client, starting the server first when needed. */
-  async ready(): Promise<LanguageClient> {
-    if (this.client !== undefined && this.client.state === State.Running) {
-      return this.client;
-    }
-    if (this.starting === undefined) {
-      this.gaveUp = false;
-      this.starting = this.launch().finally(() => {
-        this.starting = undefined;
-      });
-    }
-    return this.starting;
+  ) {
+    this.supervisor = new Supervisor<LanguageClient>({
+      launch: () => this.launch(),
+      stop: (client) => client.dispose(5000),
+      retryable: (error) => !(error instanceof ServerUnavailableError) || error.retryable,
+      state: (state, message) => this.emit(state, message),
+      gaveUp: (message) => void this.offerFix(message),
+      failed: (error) => this.showFailure(error),
+      log: (line) => this.output.appendLine(`[cad] ${line}`),
+      now: () => Date.now(),
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    });
   }
 
   /** Start the server in the background; failures are shown to the user. */
   start(): void {
-    this.ready().catch((error: unknown) => this.showFailure(error));
+    this.supervisor.ready().catch((error: unknown) => this.showFailure(error));
   }
 
   /** Stop the server and start a fresh one with a new restart budget. */
   async restart(): Promise<void> {
-    this.policy.reset();
-    await this.stop();
-    this.start();
+    await this.supervisor.restart().catch((error: unknown) => this.showFailure(error));
   }
 
   /** Stop the server (no restart follows). */
-  async stop(): Promise<void> {
-    this.generation += 1;
-    const client = this.client;
-    this.client = undefined;
-    if (client !== undefined) {
-      try {
-        await client.dispose(5000);
-      } catch (error) {
-        this.output.appendLine(`[cad] stopping the server: ${String(error)}`);
-      }
-    }
-    this.emit("stopped", "");
+  stop(): Promise<void> {
+    return this.supervisor.stop();
   }
 
   /** Take new settings: tell a running server about them (restarts are the caller's call). */
   async updateSettings(settings: CadSettings): Promise<void> {
     this.settings = settings;
-    const client = this.client;
+    const client = this.supervisor.server;
     if (client !== undefined && client.state === State.Running) {
       await client.sendNotification(DidChangeConfigurationNotification.type, configurationChange(settings));
     }
   }
 
   /**
-   * Run `cad.applyEdit`. Resolves to undefined when `token` cancelled the request; rejects with
-   * the server's error message otherwise.
+   * Run `cad.applyEdit`, starting the server first when needed. Resolves to undefined when
+   * `token` cancelled the request; rejects with the server's error message otherwise.
+   * Cancelling cancels the server's progress token once the server has begun progress for the
+   * edit, and the request itself before that.
    */
-  async applyEdit(argument: EditArgument, token?: vscode.CancellationToken): Promise<EditResult | undefined> {
-    const client = await this.ready();
-    const result: unknown = await client.sendRequest(
-      ExecuteCommandRequest.type,
-      { command: APPLY_EDIT, arguments: [argument] },
-      token,
-    );
-    if (token?.isCancellationRequested && result == null) {
-      return undefined;
+  async applyEdit(
+    argument: EditArgument,
+    token?: vscode.CancellationToken,
+    onProgress?: (message: string) => void,
+  ): Promise<EditResult | undefined> {
+    const client = await this.supervisor.ready();
+    const progress = this.progress.open((message) => onProgress?.(message));
+    const request = new vscode.CancellationTokenSource();
+    const cancelled = token?.onCancellationRequested(() => {
+      const serverToken = progress.token;
+      if (serverToken !== undefined) {
+        void client.sendNotification(WorkDoneProgressCancelNotification.type, { token: serverToken });
+      } else {
+        request.cancel();
+      }
+    });
+    let result: unknown;
+    try {
+      result = await client
+        .sendRequest(ExecuteCommandRequest.type, { command: APPLY_EDIT, arguments: [argument] }, request.token)
+        .finally(() => progress.close());
+    } finally {
+      cancelled?.dispose();
+      request.dispose();
+    }
+    if (result == null) {
+      if (token?.isCancellationRequested) {
+        return undefined;
+      }
+      // The client answers null when the connection closed before the server answered.
+      throw new Error("the language server stopped before answering; nothing was applied (see Show Server Output)");
     }
     if (!isEditResult(result)) {
       throw new Error(`unexpected answer from the server: ${JSON.stringify(result)}`);
@@ -155,9 +172,14 @@ export class CadServer implements vscode.Disposable {
     return result;
   }
 
+  /** Show why the server is unavailable, with buttons to fix it. */
+  showFailure(error: unknown): void {
+    void this.offerFix(errorText(error));
+  }
+
   dispose(): void {
     this.disposed = true;
-    void this.stop();
+    void this.supervisor.dispose();
     this.statusEmitter.dispose();
   }
 
@@ -166,41 +188,32 @@ export class CadServer implements vscode.Disposable {
     return serverLaunch(this.settings.serverCommand, { home: os.homedir(), workspaceFolder: folder });
   }
 
+  /** Spawn `cad serve` and wait for it to initialize. */
   private async launch(): Promise<LanguageClient> {
-    if (this.disposed) {
-      throw new ServerUnavailableError("Copy-as-Decode is shutting down.", false);
-    }
-    await this.stop();
-    const generation = this.generation;
     const launch = this.launchSpec();
     if (findExecutable(launch.command, process.env, isFile) === undefined) {
-      this.emit("stopped", "not installed");
       throw new ServerUnavailableError(startFailureMessage(launch, `${launch.command} was not found`), false);
     }
-    this.emit("starting", "");
     this.output.appendLine(`[cad] starting: ${launch.command} ${launch.args.join(" ")}`);
-    const client = this.createClient(launch, generation);
-    this.client = client;
+    const client = this.createClient(launch);
     try {
       await client.start();
-    } catch (error) {
-      if (this.client === client) {
-        this.client = undefined;
+      // start() also resolves when the process exited before it answered `initialize`.
+      if (client.state !== State.Running) {
+        throw new Error("the server exited while starting (see Show Server Output)");
       }
+    } catch (error) {
       await client.dispose(2000).catch(() => undefined);
-      this.emit("stopped", "failed to start");
       throw new ServerUnavailableError(startFailureMessage(launch, errorText(error)), true);
     }
-    this.policy.started(Date.now());
-    this.emit("ready", "");
     return client;
   }
 
-  private createClient(launch: Launch, generation: number): LanguageClient {
+  private createClient(launch: Launch): LanguageClient {
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
-      transport: TransportKind.stdio,
+      // No transport: stdio all the same, without the `--stdio` flag `cad serve` does not take.
       options: { env: { ...process.env, PYTHONUNBUFFERED: "1" } },
     };
     const clientOptions: LanguageClientOptions = {
@@ -209,18 +222,26 @@ export class CadServer implements vscode.Disposable {
       outputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationFailedHandler: () => false,
+      middleware: {
+        handleWorkDoneProgress: (progressToken, params, next) => {
+          if (!this.routeProgress(progressToken, params)) {
+            next(progressToken, params);
+          }
+        },
+      },
       errorHandler: {
         error: (_error, _message, count) => ({
           action: count !== undefined && count <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown,
           handled: true,
         }),
         closed: () => {
-          this.onExit(generation);
+          // The supervisor decides about restarts; it ignores clients it is stopping itself.
+          this.supervisor.exited(client);
           return { action: CloseAction.DoNotRestart, handled: true };
         },
       },
     };
-    const client = new QuietLanguageClient("cad", "Copy-as-Decode", serverOptions, clientOptions);
+    const client: LanguageClient = new QuietLanguageClient("cad", "Copy-as-Decode", serverOptions, clientOptions);
     client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
       const { state, message } = parseStatus(params);
       this.emit(state, message);
@@ -228,45 +249,23 @@ export class CadServer implements vscode.Disposable {
     return client;
   }
 
-  /** The server of `generation` exited on its own: restart it after a delay, or give up. */
-  private onExit(generation: number): void {
-    if (generation !== this.generation || this.disposed || this.starting !== undefined) {
-      return;
+  /**
+   * Give the server's progress to the edit it belongs to, which shows it in its notification;
+   * false leaves it to the language client. The client always sees `end`, to clean up.
+   */
+  private routeProgress(
+    token: ProgressToken,
+    params: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd,
+  ): boolean {
+    switch (params.kind) {
+      case "begin":
+        return this.progress.begin(token, params.message);
+      case "report":
+        return this.progress.report(token, params.message);
+      case "end":
+        this.progress.end(token);
+        return false;
     }
-    this.client = undefined;
-    this.scheduleRestart();
-  }
-
-  /** Restart after the policy's delay; a failed restart schedules the next, until it gives up. */
-  private scheduleRestart(): void {
-    const decision = this.policy.exited(Date.now());
-    if (!decision.restart) {
-      this.emit("stopped", "crashed");
-      if (!this.gaveUp) {
-        this.gaveUp = true;
-        void this.offerOutput(crashMessage(decision.attempts));
-      }
-      return;
-    }
-    const seconds = Math.round(decision.delayMs / 100) / 10;
-    const generation = this.generation;
-    this.output.appendLine(`[cad] the server stopped; restart ${decision.attempt} in ${seconds} s`);
-    this.emit("stopped", `restarting in ${seconds} s`);
-    void sleep(decision.delayMs).then(() => {
-      if (generation !== this.generation || this.disposed || this.client !== undefined || this.starting !== undefined) {
-        return;
-      }
-      this.ready().catch((error: unknown) => {
-        this.output.appendLine(`[cad] restart failed: ${errorText(error)}`);
-        const retryable = !(error instanceof ServerUnavailableError) || error.retryable;
-        // launch() stopped the previous client once; anything more means someone else took over.
-        if (generation + 1 === this.generation && !this.disposed && retryable) {
-          this.scheduleRestart();
-        } else if (!retryable) {
-          this.showFailure(error);
-        }
-      });
-    });
   }
 
   private emit(state: ServerState, message: string): void {
@@ -275,12 +274,7 @@ export class CadServer implements vscode.Disposable {
     }
   }
 
-  /** Show why the server is unavailable, with buttons to fix it. */
-  showFailure(error: unknown): void {
-    void this.offerOutput(errorText(error));
-  }
-
-  private async offerOutput(message: string): Promise<void> {
+  private async offerFix(message: string): Promise<void> {
     const choice = await vscode.window.showErrorMessage(message, "Open Settings", "Show Output", "Retry");
     if (choice === "Open Settings") {
       await vscode.commands.executeCommand("workbench.action.openSettings", "cad.serverCommand");
@@ -294,8 +288,5 @@ export class CadServer implements vscode.Disposable {
 
 /** The message of an error-like value. */
 export function errorText(error: unknown): string {
-  if (error instanceof Error) {
-    return error.message;
-  }
-  return String(error);
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,14 +1,27 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it } from "vitest";
 
-import { backoffDelays, DEFAULT_BACKOFF, RestartPolicy } from "../src/lib/backoff";
+import { type BackoffOptions, DEFAULT_BACKOFF, RestartPolicy } from "../src/lib/backoff";
 
-describe("backoffDelays", () => {
-  it("doubles from one second", () => {
-    assert.deepEqual(backoffDelays(), [1000, 2000, 4000, 8000, 16000]);
+/** The delays of back-to-back exits until the policy gives up. */
+function schedule(options: BackoffOptions): number[] {
+  const policy = new RestartPolicy(options);
+  const delays: number[] = [];
+  for (let now = 0; ; now++) {
+    const decision = policy.exited(now);
+    if (!decision.restart) {
+      return delays;
+    }
+    delays.push(decision.delayMs);
+  }
+}
+
+describe("back-off schedule", () => {
+  it("doubles from one second, five times", () => {
+    assert.deepEqual(schedule(DEFAULT_BACKOFF), [1000, 2000, 4000, 8000, 16000]);
   });
   it("is capped", () => {
-    assert.deepEqual(backoffDelays({ ...DEFAULT_BACKOFF, maxRestarts: 4, initialDelayMs: 10000, maxDelayMs: 25000 }), [
+    assert.deepEqual(schedule({ ...DEFAULT_BACKOFF, maxRestarts: 4, initialDelayMs: 10000, maxDelayMs: 25000 }), [
       10000, 20000, 25000, 25000,
     ]);
   });
@@ -30,7 +43,7 @@ describe("RestartPolicy", () => {
       delays.push(decision.delayMs);
       now += decision.delayMs;
     }
-    assert.deepEqual(delays, backoffDelays());
+    assert.deepEqual(delays, [1000, 2000, 4000, 8000, 16000]);
   });
   it("counts failed starts (no started()) as crashes too", () => {
     const policy = new RestartPolicy({ ...DEFAULT_BACKOFF, maxRestarts: 2 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it } from "vitest";
 
 import {
   buildEditArgument,
@@ -21,6 +21,16 @@ describe("buildEditArgument", () => {
     const argument = buildEditArgument({ uri: URI, instruction: "", range, program: "</program>", dryRun: true });
     assert.deepEqual(argument, { uri: URI, instruction: "", range, program: "</program>", dryRun: true });
     assert.notEqual(argument.range, range, "the range is copied");
+  });
+  it("asks to snap a selection range to its enclosing function or class", () => {
+    const range = { start: { line: 4, character: 0 }, end: { line: 5, character: 0 } };
+    assert.deepEqual(buildEditArgument({ uri: URI, instruction: "x", range, snap: true }), { uri: URI, instruction: "x", range, snap: true });
+  });
+  it("sends snap only with a range and without a program", () => {
+    const range = { start: { line: 4, character: 0 }, end: { line: 5, character: 0 } };
+    assert.equal("snap" in buildEditArgument({ uri: URI, instruction: "x", snap: true }), false);
+    assert.equal("snap" in buildEditArgument({ uri: URI, instruction: "", range, program: "</program>", snap: true }), false);
+    assert.equal("snap" in buildEditArgument({ uri: URI, instruction: "x", range, snap: false }), false);
   });
   it("leaves dryRun out when false", () => {
     assert.equal("dryRun" in buildEditArgument({ uri: URI, instruction: "x", dryRun: false }), false);

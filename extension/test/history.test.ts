@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it } from "vitest";
 
 import { HISTORY_KEY, historyChoices, InstructionHistory, type KeyValueStore, pushHistory } from "../src/lib/history";
 

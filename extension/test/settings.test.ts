@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it } from "vitest";
 
 import {
   type CadSettings,
@@ -7,6 +7,7 @@ import {
   DEFAULTS,
   readSettings,
   restartReason,
+  serverMode,
   serverSettingsChanged,
   toServerSettings,
 } from "../src/lib/settings";
@@ -23,7 +24,17 @@ describe("readSettings", () => {
   });
   it("takes valid values and trims text", () => {
     const settings = readSettings(
-      reader({ serverCommand: " /venv/bin/python ", model: "/models/q", device: "cuda:1", dtype: "bfloat16", adapter: " /a ", maxNewTokens: 512.7, preview: true }),
+      reader({
+        serverCommand: " /venv/bin/python ",
+        model: "/models/q",
+        device: "cuda:1",
+        dtype: "bfloat16",
+        adapter: " /a ",
+        maxNewTokens: 512.7,
+        mode: "rewrite",
+        snap: true,
+        preview: true,
+      }),
     );
     assert.deepEqual(settings, {
       serverCommand: "/venv/bin/python",
@@ -32,12 +43,16 @@ describe("readSettings", () => {
       dtype: "bfloat16",
       adapter: "/a",
       maxNewTokens: 512,
+      mode: "rewrite",
+      snap: true,
       preview: true,
     });
   });
   it("rejects malformed values", () => {
-    const settings = readSettings(reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3 }));
+    const settings = readSettings(reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3, mode: "fast", snap: 1 }));
     assert.equal(settings.model, DEFAULTS.model);
+    assert.equal(settings.mode, "auto");
+    assert.equal(settings.snap, false);
     assert.equal(settings.maxNewTokens, DEFAULTS.maxNewTokens);
     assert.equal(settings.preview, false);
     assert.equal(settings.adapter, "");
@@ -51,7 +66,17 @@ describe("toServerSettings", () => {
       device: "auto",
       dtype: "auto",
       maxNewTokens: 2048,
+      mode: "rewrite",
     });
+  });
+  it("resolves mode auto: program with an adapter, rewrite without", () => {
+    assert.equal(serverMode({ mode: "auto", adapter: "" }), "rewrite");
+    assert.equal(serverMode({ mode: "auto", adapter: "/lora" }), "program");
+    assert.equal(toServerSettings({ ...base, adapter: "/lora" }).mode, "program");
+  });
+  it("sends an explicit mode as it is, adapter or not", () => {
+    assert.equal(toServerSettings({ ...base, mode: "program" }).mode, "program");
+    assert.equal(toServerSettings({ ...base, mode: "rewrite", adapter: "/lora" }).mode, "rewrite");
   });
   it("sends an adapter only when one is set", () => {
     assert.equal(toServerSettings({ ...base, adapter: "/lora" }).adapter, "/lora");
@@ -71,6 +96,8 @@ describe("changes", () => {
   });
   it("tells the server only about settings it uses", () => {
     assert.equal(serverSettingsChanged(base, { ...base, preview: true }), false);
+    assert.equal(serverSettingsChanged(base, { ...base, snap: true }), false);
+    assert.equal(serverSettingsChanged(base, { ...base, mode: "program" }), true);
     assert.equal(serverSettingsChanged(base, { ...base, maxNewTokens: 10 }), true);
   });
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it } from "vitest";
 
 import { completeProgram, escapeGen, looksLikeProgram } from "../src/lib/program";
 import { parseStatus, type ServerState, statusView } from "../src/lib/status";

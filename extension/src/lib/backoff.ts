@@ -29,15 +29,6 @@ export const DEFAULT_BACKOFF: BackoffOptions = {
 /** What to do after the server exited. */
 export type RestartDecision = { restart: true; delayMs: number; attempt: number } | { restart: false; attempts: number };
 
-/** The delays of a full schedule, in order. */
-export function backoffDelays(options: BackoffOptions = DEFAULT_BACKOFF): number[] {
-  const delays: number[] = [];
-  for (let attempt = 0; attempt < options.maxRestarts; attempt++) {
-    delays.push(Math.min(options.initialDelayMs * options.factor ** attempt, options.maxDelayMs));
-  }
-  return delays;
-}
-
 /** Tracks restarts of one server; time is passed in so the policy is deterministic. */
 export class RestartPolicy {
   private attempts = 0;

@@ -7,12 +7,14 @@ import type { Range, TextEdit } from "./textEdits";
 /** The command the server executes. */
 export const APPLY_EDIT = "cad.applyEdit";
 
-/** Argument of `cad.applyEdit`: `{uri, instruction, range?, program?, dryRun?}`. */
+/** Argument of `cad.applyEdit`: `{uri, instruction, range?, program?, snap?, dryRun?}`. */
 export interface EditArgument {
   uri: string;
   instruction: string;
   range?: Range;
   program?: string;
+  /** Widen `range` to the enclosing function or class before editing. */
+  snap?: boolean;
   dryRun?: boolean;
 }
 
@@ -35,6 +37,8 @@ export interface EditRequest {
   range?: Range;
   /** Follow this program instead of decoding one. */
   program?: string;
+  /** Ask the server to widen the range to the enclosing function or class (`cad.snap`). */
+  snap?: boolean;
   /** Return the edits instead of applying them. */
   dryRun?: boolean;
 }
@@ -42,6 +46,8 @@ export interface EditRequest {
 /**
  * Build the `cad.applyEdit` argument. The server edits whole lines: from the start line of the
  * range to its end line, where an end at character 0 of a later line leaves that line out.
+ * `snap` is sent only with a range and without a program: a given program numbers the lines of
+ * the selection as it is, so widening it would shift every line number.
  */
 export function buildEditArgument(request: EditRequest): EditArgument {
   const argument: EditArgument = { uri: request.uri, instruction: request.instruction.trim() };
@@ -53,6 +59,9 @@ export function buildEditArgument(request: EditRequest): EditArgument {
   }
   if (request.program !== undefined) {
     argument.program = request.program;
+  }
+  if (request.snap && argument.range !== undefined && argument.program === undefined) {
+    argument.snap = true;
   }
   if (request.dryRun) {
     argument.dryRun = true;

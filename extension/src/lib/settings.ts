@@ -3,6 +3,15 @@
  * (`initializationOptions` at start, `workspace/didChangeConfiguration` afterwards).
  */
 
+/**
+ * How the model edits: `program` (it writes an edit program), `rewrite` (it rewrites the text
+ * and the decoder speculates from the original), or `auto` (program with an adapter, else rewrite).
+ */
+export type EditMode = "auto" | "program" | "rewrite";
+
+/** The modes the `cad.mode` setting accepts. */
+export const EDIT_MODES: readonly EditMode[] = ["auto", "program", "rewrite"];
+
 /** Defaults; they match the server's and package.json's. */
 export const DEFAULTS = {
   serverCommand: "cad",
@@ -11,8 +20,10 @@ export const DEFAULTS = {
   dtype: "auto",
   adapter: "",
   maxNewTokens: 2048,
+  mode: "auto",
+  snap: false,
   preview: false,
-} as const;
+} as const satisfies CadSettings;
 
 /** Every `cad.*` setting, as the extension uses them. */
 export interface CadSettings {
@@ -22,6 +33,9 @@ export interface CadSettings {
   dtype: string;
   adapter: string;
   maxNewTokens: number;
+  mode: EditMode;
+  /** Ask the server to widen a selection to the enclosing function or class. */
+  snap: boolean;
   preview: boolean;
 }
 
@@ -33,6 +47,8 @@ export interface ServerSettings {
   /** Omitted when empty: the server ignores null and treats any string as a folder. */
   adapter?: string;
   maxNewTokens: number;
+  /** Never `auto`: the extension resolves it (see {@link serverMode}). */
+  mode: "program" | "rewrite";
 }
 
 /** Reads one setting under `cad.` (e.g. `WorkspaceConfiguration.get`). */
@@ -52,8 +68,25 @@ export function readSettings(read: SettingReader): CadSettings {
     dtype: text(read("dtype"), DEFAULTS.dtype),
     adapter: typeof read("adapter") === "string" ? (read("adapter") as string).trim() : DEFAULTS.adapter,
     maxNewTokens: Number.isFinite(tokens) && tokens >= 1 ? Math.floor(tokens) : DEFAULTS.maxNewTokens,
-    preview: typeof read("preview") === "boolean" ? (read("preview") as boolean) : DEFAULTS.preview,
+    mode: EDIT_MODES.find((mode) => mode === read("mode")) ?? DEFAULTS.mode,
+    snap: flag(read("snap"), DEFAULTS.snap),
+    preview: flag(read("preview"), DEFAULTS.preview),
   };
+}
+
+function flag(value: unknown, fallback: boolean): boolean {
+  return typeof value === "boolean" ? value : fallback;
+}
+
+/**
+ * The mode the server runs in: `auto` means program mode when an adapter is set (a model tuned
+ * to write programs) and rewrite mode otherwise (any instruction model can rewrite text).
+ */
+export function serverMode(settings: Pick<CadSettings, "mode" | "adapter">): "program" | "rewrite" {
+  if (settings.mode !== "auto") {
+    return settings.mode;
+  }
+  return settings.adapter !== "" ? "program" : "rewrite";
 }
 
 /** The settings the server takes, for `initializationOptions` and `didChangeConfiguration`. */
@@ -63,6 +96,7 @@ export function toServerSettings(settings: CadSettings): ServerSettings {
     device: settings.device,
     dtype: settings.dtype,
     maxNewTokens: settings.maxNewTokens,
+    mode: serverMode(settings),
   };
   if (settings.adapter !== "") {
     server.adapter = settings.adapter;

@@ -1,0 +1,102 @@
+/**
+ * Activation on the fake `vscode` module: the commands package.json contributes are the ones
+ * registered, and a server that cannot start is explained in a message and the status bar.
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type * as vscode from "vscode";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { activate, deactivate } from "../src/extension";
+import { DEFAULTS } from "../src/lib/settings";
+import { commands, fake } from "./fakes/vscode";
+
+interface Manifest {
+  contributes: {
+    commands: { command: string }[];
+    keybindings: { command: string; key: string }[];
+    configuration: { properties: Record<string, { default: unknown }> };
+  };
+}
+
+const MANIFEST = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "package.json"), "utf-8")) as Manifest;
+const MISSING = path.join(__dirname, "no-such-dir", "cad");
+
+let subscriptions: { dispose(): unknown }[] = [];
+
+/** Activate the extension as VS Code does, with `cad.*` settings. */
+function activateWith(settings: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(settings)) {
+    fake.settings.set(`cad.${key}`, value);
+  }
+  subscriptions = [];
+  const context = {
+    subscriptions,
+    globalState: {
+      get: (key: string) => fake.globalState.get(key),
+      update: (key: string, value: unknown) => {
+        fake.globalState.set(key, value);
+        return Promise.resolve();
+      },
+    },
+  };
+  activate(context as unknown as vscode.ExtensionContext);
+}
+
+/** Resolves with the next error message box. */
+function nextError(): Promise<{ message: string; items: string[] }> {
+  return new Promise((resolve) => {
+    fake.answer = (shown) => {
+      if (shown.severity === "error") {
+        resolve(shown);
+      }
+      return undefined;
+    };
+  });
+}
+
+afterEach(async () => {
+  await deactivate();
+  for (const subscription of subscriptions) {
+    subscription.dispose();
+  }
+});
+
+describe("activate", () => {
+  it("registers exactly the commands package.json contributes", async () => {
+    activateWith({ serverCommand: MISSING });
+    const registered = await commands.getCommands();
+    expect([...registered].sort()).toEqual(MANIFEST.contributes.commands.map((entry) => entry.command).sort());
+    expect(MANIFEST.contributes.keybindings.map((binding) => binding.command)).toContain("cad.editSelection");
+  });
+
+  it("explains a server that cannot start, with a fix, in a message and the status bar", async () => {
+    const shown = nextError();
+    activateWith({ serverCommand: MISSING });
+    const { message, items } = await shown;
+    expect(message).toMatch(/cannot start the language server .*was not found.*pip install copy-as-decode/);
+    expect(items).toEqual(["Open Settings", "Show Output", "Retry"]);
+    const [item] = fake.statusBarItems;
+    expect(item.visible).toBe(true);
+    expect(item.text).toBe("$(debug-disconnect) cad");
+    expect(item.command).toBe("cad.restartServer");
+  });
+
+  it("restarts the server when cad.serverCommand changes", async () => {
+    const first = nextError();
+    activateWith({ serverCommand: MISSING });
+    await first;
+    const second = nextError();
+    fake.configure({ "cad.serverCommand": `${MISSING}2` });
+    expect((await second).message).toContain(`${MISSING}2 serve`);
+    expect(fake.outputChannels[0].lines).toContain("[cad] cad.serverCommand changed; restarting the server");
+  });
+
+  it("declares every setting the extension reads, with the defaults it uses", () => {
+    const declared = MANIFEST.contributes.configuration.properties;
+    for (const [key, value] of Object.entries(DEFAULTS)) {
+      expect(declared[`cad.${key}`]?.default, `cad.${key}`).toEqual(value);
+    }
+  });
+});
