@@ -165,14 +165,14 @@ describe.skipIf(COMMAND === undefined)("cad serve through the extension's langua
     expect(document.getText()).toBe("x = 2\n");
   });
 
-  it("takes settings changes, mode and snap included", async () => {
+  it("takes settings changes, the mode included", async () => {
     await server.updateSettings(
-      readSettings((key) => ({ serverCommand: COMMAND, maxNewTokens: 64, device: "cpu", mode: "program", snap: true })[key]),
+      readSettings((key) => ({ serverCommand: COMMAND, maxNewTokens: 64, device: "cpu", mode: "program" })[key]),
     );
     const document = fake.open("file:///tmp/cad-extension-test/settings.py", "y = 1\n");
     const range = selectionRange({ start: { line: 0, character: 0 }, end: { line: 0, character: 0 } });
     const program = completeProgram('<copy lines="1-1"/><gen>z = 2\n</gen>');
-    const result = await server.applyEdit(buildEditArgument({ uri: document.uri.toString(), instruction: "", range, program, snap: true }));
+    const result = await server.applyEdit(buildEditArgument({ uri: document.uri.toString(), instruction: "", range, program }));
     expect(result?.applied).toBe(true);
     expect(document.getText()).toBe("y = 1\nz = 2\n");
   });
