@@ -1,0 +1,114 @@
+"""``cad data``: build edit datasets (JSONL) from source files or from a git history."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from training.datasets import DatasetError, EditExample, write_jsonl
+
+data_app = typer.Typer(
+    help="Build edit datasets: JSONL files of {id, instruction, before, after}.",
+    no_args_is_help=True,
+)
+
+
+def fail(message: str) -> NoReturn:
+    """One ``error: ...`` line on stderr and exit status 1."""
+    print(f"error: {message}", file=sys.stderr)
+    raise typer.Exit(1)
+
+
+@data_app.command("synth")
+def cmd_synth(
+    src: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Python / JavaScript files or folders (searched recursively)."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="The JSONL file to write.")] = None,
+    per_file: Annotated[int, typer.Option(min=1, help="Edits drawn from each file.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the random choices.")] = 0,
+    family: Annotated[
+        list[str] | None,
+        typer.Option(help="Only this edit family (repeatable); see --list-families."),
+    ] = None,
+    max_lines: Annotated[
+        int,
+        typer.Option(min=1, help="Longer files give one example per top-level definition."),
+    ] = 200,
+    list_families: Annotated[
+        bool, typer.Option("--list-families", help="List the edit families and exit.")
+    ] = False,
+) -> None:
+    """Synthetic edits of real code (renames, parameters, docstrings, constants, deleted
+    statements, try blocks) with templated instructions, for warm-up training."""
+    from training.synthetic import FAMILIES, generate
+
+    if list_families:
+        width = max(len(name) for name in FAMILIES)
+        for item in FAMILIES.values():
+            print(f"{item.name:<{width}}  {item.summary}  e.g. {item.example}")
+        return
+    if not src:
+        fail("no source files or folders given")
+    if out is None:
+        fail("--out FILE.jsonl is required")
+    try:
+        edits = generate(src, per_file=per_file, seed=seed, families=family, max_lines=max_lines)
+    except DatasetError as exc:
+        fail(str(exc))
+    if not edits:
+        fail("no edits could be made from the given sources")
+    _write(out, [edit.example for edit in edits])
+    counts = Counter(edit.family for edit in edits)
+    parts = ", ".join(f"{name} {counts[name]}" for name in FAMILIES if counts[name])
+    print(f"wrote {len(edits)} edits to {out} ({parts})", file=sys.stderr)
+
+
+@data_app.command("git")
+def cmd_git(
+    repo: Annotated[Path, typer.Argument(help="A git repository (work tree or bare).")],
+    out: Annotated[Path, typer.Option(help="The JSONL file to write.")],
+    max_commits: Annotated[
+        int | None, typer.Option(min=1, help="Read at most N commits, newest first.")
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(help="Keep only paths matching this glob or extension (repeatable)."),
+    ] = None,
+    rev: Annotated[str, typer.Option(help="The revision whose history is read.")] = "HEAD",
+    max_bytes: Annotated[
+        int, typer.Option(min=1, help="Skip files larger than this before or after.")
+    ] = 100_000,
+) -> None:
+    """Edits from single-file commits: the commit subject is the instruction, the file at
+    the parent and at the commit are before and after."""
+    from training.git_history import history_edits
+
+    try:
+        edits = history_edits(
+            repo, rev=rev, max_commits=max_commits, include=include or (), max_bytes=max_bytes
+        )
+    except DatasetError as exc:
+        fail(str(exc))
+    if not edits:
+        fail(f"{repo}: no commit modifies exactly one matching text file")
+    _write(out, edits)
+    files = len({edit.id.split(":", 1)[1] for edit in edits})
+    print(f"wrote {len(edits)} edits of {files} files to {out}", file=sys.stderr)
+
+
+def _write(out: Path, examples: list[EditExample]) -> None:
+    try:
+        write_jsonl(out, examples)
+    except OSError as exc:
+        fail(f"{out}: cannot write ({exc.strerror or exc})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` command group (``synth``, ``git``) to the ``cad`` app."""
+    app.add_typer(data_app, name="data")
