@@ -1,0 +1,176 @@
+"""Edits from a git history: only single-file modifications, subject as instruction."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from training import DatasetError, load_jsonl
+from training.dataset_commands import register
+from training.git_history import history_edits
+
+ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+CLOCK = itertools.count(1_700_000_000)
+
+
+@pytest.fixture(autouse=True)
+def isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Git reads no user or system config, and never looks above the test folder."""
+    for name, value in ISOLATED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo``, one second later than the previous call (so history order is
+    the order commits were made in)."""
+    date = f"{next(CLOCK)} +0000"
+    env = {**os.environ, **ISOLATED, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
+    )
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str | bytes | None]) -> str:
+    """Write (or, for ``None``, delete) files and commit them all; the new commit's hash."""
+    for name, content in files.items():
+        path = repo / name
+        if content is None:
+            git(repo, "rm", "-q", name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        git(repo, "add", name)
+    git(repo, "commit", "-q", "--allow-empty-message", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A history with every kind of commit; returns the repository and the hashes of the
+    commits that must come out."""
+    repo = tmp_path_factory.mktemp("history") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test Author")
+    git(repo, "config", "user.email", "author@example.com")
+    kept: dict[str, str] = {}
+    commit(repo, "Start the shop", {"shop.py": "PRICE = 1\n", "cart.js": "let n = 0;\n"})
+    kept["fix"] = commit(repo, "Raise the price", {"shop.py": "PRICE = 2\n"})
+    commit(repo, "Touch two files", {"shop.py": "PRICE = 3\n", "cart.js": "let n = 1;\n"})
+    commit(repo, "Add the readme", {"README.md": "# Shop\n"})
+    git(repo, "checkout", "-q", "-b", "feature")
+    kept["branch"] = commit(repo, "Count from one", {"cart.js": "let n = 1;\nn += 1;\n"})
+    git(repo, "checkout", "-q", "main")
+    kept["docs"] = commit(repo, "Describe the shop", {"README.md": "# Shop\n\nSells things.\n"})
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge branch 'feature'", "feature")
+    commit(repo, "Merge branch 'hotfix' into main", {"shop.py": "PRICE = 4\n"})
+    commit(repo, "", {"shop.py": "PRICE = 5\n"})
+    commit(repo, "Add a logo", {"logo.bin": b"\x89PNG\x00\x01"})
+    commit(repo, "Redraw the logo", {"logo.bin": b"\x89PNG\x00\x02"})
+    git(repo, "mv", "README.md", "ABOUT.md")
+    commit(repo, "Rename the readme", {})
+    commit(repo, "Drop the cart", {"cart.js": None})
+    kept["last"] = commit(repo, "Round the price", {"shop.py": "PRICE = 5.0\n"})
+    return repo, kept
+
+
+def test_only_single_file_modifications_come_out(repo: tuple[Path, dict[str, str]]) -> None:
+    path, kept = repo
+    edits = history_edits(path)
+    assert [(e.id, e.instruction) for e in edits] == [
+        (f"{kept['last'][:12]}:shop.py", "Round the price"),
+        (f"{kept['docs'][:12]}:README.md", "Describe the shop"),
+        (f"{kept['branch'][:12]}:cart.js", "Count from one"),
+        (f"{kept['fix'][:12]}:shop.py", "Raise the price"),
+    ]
+    by_subject = {e.instruction: e for e in edits}
+    assert by_subject["Raise the price"].before == "PRICE = 1\n"
+    assert by_subject["Raise the price"].after == "PRICE = 2\n"
+    assert by_subject["Round the price"].before == "PRICE = 5\n"
+    assert by_subject["Count from one"].before == "let n = 1;\n"
+    assert by_subject["Count from one"].after == "let n = 1;\nn += 1;\n"
+
+
+def test_include_globs_and_max_commits(repo: tuple[Path, dict[str, str]]) -> None:
+    path, _ = repo
+    assert [e.instruction for e in history_edits(path, include=["*.py"])] == [
+        "Round the price",
+        "Raise the price",
+    ]
+    assert [e.instruction for e in history_edits(path, include=[".js", "*.md"])] == [
+        "Describe the shop",
+        "Count from one",
+    ]
+    assert [e.instruction for e in history_edits(path, max_commits=1)] == ["Round the price"]
+    assert history_edits(path, max_commits=3) == history_edits(path)[:1]
+
+
+def test_size_bound_skips_large_files(repo: tuple[Path, dict[str, str]]) -> None:
+    path, _ = repo
+    instructions = [e.instruction for e in history_edits(path, max_bytes=12)]
+    assert instructions == ["Round the price", "Raise the price"]
+
+
+def test_not_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    with pytest.raises(DatasetError, match=r"plain: not a git repository$"):
+        history_edits(folder)
+    with pytest.raises(DatasetError, match=r"missing: no such folder$"):
+        history_edits(tmp_path / "missing")
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """The cad app."""
+
+    register(app)
+    return app
+
+
+def test_cad_data_git_writes_the_edits(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    path, _ = repo
+    out = tmp_path / "history.jsonl"
+    args = ["data", "git", str(path), "--out", str(out), "--include", "*.py"]
+    result = CliRunner().invoke(cli(), args)
+    assert result.exit_code == 0, result.output
+    assert load_jsonl(out) == history_edits(path, include=["*.py"])
+    assert result.stderr == f"wrote 2 edits of 1 files to {out}\n"
+
+
+@pytest.mark.parametrize(
+    ("target", "extra", "message"),
+    [
+        ("plain", [], "error: {folder}: not a git repository\n"),
+        ("repo", ["--include", "*.rs"], "error: {folder}: no commit modifies exactly one"),
+    ],
+)
+def test_cad_data_git_errors_are_one_line(
+    target: str,
+    extra: list[str],
+    message: str,
+    repo: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    folder = repo[0] if target == "repo" else tmp_path / target
+    folder.mkdir(exist_ok=True)
+    out = tmp_path / "history.jsonl"
+    result = CliRunner().invoke(cli(), ["data", "git", str(folder), "--out", str(out), *extra])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(message.format(folder=folder))
+    assert result.stderr.count("\n") == 1
+    assert not out.exists()
