@@ -10,6 +10,7 @@ from resolver import ProgramError
 from server import edit_command, program_commands, serve_command
 from server.files import UserError
 from training import commands as training_commands
+from training import dataset_commands
 
 app = typer.Typer(
     name="cad",
@@ -22,6 +23,7 @@ program_commands.register(app)
 edit_command.register(app)
 serve_command.register(app)
 training_commands.register(app)
+dataset_commands.register(app)
 
 
 def main() -> None:
