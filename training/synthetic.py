@@ -90,57 +90,23 @@ _INTEGER = re.compile(r"0|[1-9][0-9]*")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]+")
 _WORDY = re.compile(r"[A-Za-z]")
 _VERBS = frozenset(
-    {
-        "add",
-        "apply",
-        "build",
-        "check",
-        "clear",
-        "close",
-        "compute",
-        "convert",
-        "count",
-        "create",
-        "delete",
-        "describe",
-        "dump",
-        "encode",
-        "decode",
-        "emit",
-        "fetch",
-        "filter",
-        "find",
-        "format",
-        "get",
-        "handle",
-        "init",
-        "load",
-        "make",
-        "merge",
-        "normalize",
-        "open",
-        "parse",
-        "print",
-        "process",
-        "read",
-        "register",
-        "remove",
-        "render",
-        "reset",
-        "resolve",
-        "run",
-        "save",
-        "send",
-        "set",
-        "sort",
-        "split",
-        "start",
-        "stop",
-        "update",
-        "validate",
-        "write",
-    }
+    """
+    abort accept acquire activate add allocate append apply assign attach bind build cache call
+    cancel check clean clear close collect commit compare compile complete compute configure
+    connect convert copy count create decode define delete describe destroy detach diff disable
+    dispatch display dispose draw dump emit enable encode ensure escape evaluate exec execute
+    expand explain export extend extract fetch fill filter find finish fix flush format gather generate
+    get group handle hash import init insert install invoke join list load lock log lookup make
+    map mark match measure merge migrate mount move normalize notify open pack parse patch pick
+    pop prepare print process publish pull push put query read rebuild refresh register reject
+    release reload remove rename render replace report request reset resize resolve restore
+    retry run sample save scale scan schedule search select send serialize set setup show sign
+    sort split start stop store strip subscribe swap sync toggle track transform translate trim
+    unlock unpack unregister update upload validate verify view visit wait walk warn watch wrap
+    write
+    """.split()  # noqa: SIM905 - a word list reads best as text
 )
+_MODULE_LOADERS = frozenset({"require", "import", "import_module", "__import__"})
 _PREDICATES = frozenset({"is", "has", "can", "should"})
 _PREPOSITIONS = frozenset({"as", "by", "for", "from", "in", "of", "on", "to", "with"})
 _SYNONYMS = {
@@ -518,10 +484,12 @@ def _renamable_uses(unit: Unit, function: Function, name: str) -> list[Node] | N
 
 def _new_name(old: str, python: bool, taken: str, rng: random.Random) -> str | None:
     """A fresh name for ``old`` that occurs nowhere in ``taken`` (snake_case for Python,
-    camelCase for JavaScript)."""
+    camelCase for JavaScript; capitalised when ``old`` is)."""
     options = [*_SYNONYMS.get(old.lower(), ()), *(p.format(old) for p in _NAME_PATTERNS)]
     if not python:
         options = [_camel(option) for option in options]
+    if old[:1].isupper():
+        options = [option[:1].upper() + option[1:] for option in options]
     fresh = [
         option
         for option in options
@@ -603,12 +571,17 @@ def add_parameter(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
                 for name, default in _JS_PARAMETERS
                 if not re.search(rf"\b{name}\b", taken)
             ]
-        if not options:
+        if not options or _is_accessor(function):
             continue
         parameter = rng.choice(options)
         splice = _parameter_splice(unit, function, parameter)
         if splice is not None:
             yield Candidate(f"Add a parameter `{parameter}` to `{function.name}`.", (splice,))
+
+
+def _is_accessor(function: Function) -> bool:
+    """A JavaScript getter or setter, whose parameter count is fixed by the language."""
+    return any(child.type in ("get", "set") for child in function.node.children)
 
 
 def _parameter_splice(unit: Unit, function: Function, parameter: str) -> Splice | None:
@@ -646,7 +619,9 @@ def remove_parameter(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
                     ((single.start_byte, single.end_byte, "()"),),
                 )
             continue
-        if any(node.type in ("keyword_separator", "positional_separator") for node in existing):
+        if _is_accessor(function) or any(
+            node.type in ("keyword_separator", "positional_separator") for node in existing
+        ):
             continue
         used = _identifiers(unit, function.body)
         if used & {"locals", "vars", "arguments"}:
@@ -745,6 +720,8 @@ def _literals(unit: Unit) -> Iterator[tuple[Node, str]]:
 
 
 def _plain_string(unit: Unit, node: Node) -> bool:
+    """A one-line string without prefixes, escapes or interpolation that is data: not a
+    docstring or directive, and not a module name (``import``, ``require('x')``)."""
     parent = node.parent
     if parent is None or parent.type in (
         "expression_statement",
@@ -752,6 +729,10 @@ def _plain_string(unit: Unit, node: Node) -> bool:
         "export_statement",
         "concatenated_string",
     ):
+        return False
+    call = parent.parent if parent.type in ("arguments", "argument_list") else None
+    callee = call.child_by_field_name("function") if call is not None else None
+    if callee is not None and unit.text(callee).rsplit(".", 1)[-1] in _MODULE_LOADERS:
         return False
     quote = unit.text(node.children[0]) if node.children else ""
     if quote not in ("'", '"') or node.start_point.row != node.end_point.row:
@@ -789,7 +770,7 @@ def _new_literal(literal: str, rng: random.Random) -> str | None:
         content.title(),
         content.replace("_", "-"),
         content.replace("-", "_"),
-        f"{content}_v2" if content else "default",
+        content or "default",
     }
     fresh = sorted(v for v in variants if v != content and quote not in v)
     return quote + rng.choice(fresh) + quote if fresh else None

@@ -296,6 +296,28 @@ def test_remove_parameter_only_offers_unused_ones_and_never_self() -> None:
     assert edit.example.after == js.replace("(name, unused)", "(name)")
 
 
+def test_getters_and_setters_keep_their_parameters() -> None:
+    before = (
+        "class Box {\n"
+        "  get label() {\n"
+        "    return 'box';\n"
+        "  }\n"
+        "\n"
+        "  set value(unused) {\n"
+        "    this.touched = true;\n"
+        "  }\n"
+        "\n"
+        "  open(unused) {\n"
+        "    return this.touched;\n"
+        "  }\n"
+        "}\n"
+    )
+    added = edits_of(before, "javascript", "add-parameter")
+    assert [re.search(r"to `([\w.]+)`", e.example.instruction)[1] for e in added] == ["Box.open"]
+    (removed,) = edits_of(before, "javascript", "remove-parameter")
+    assert removed.example.instruction == "Remove the unused parameter `unused` from `Box.open`."
+
+
 def test_add_docstring_only_for_undocumented_functions() -> None:
     before = (
         "def load_config(path):\n"
