@@ -508,13 +508,17 @@ def _words(name: str) -> list[str]:
     return [word.lower() for word in re.split(r"[\s_]+", spaced) if word]
 
 
+def _dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def _summary(qualified: str) -> str | None:
     """A one-sentence description of a function from its name (``load_config`` → ``Load
     config.``, ``is_empty`` → ``Return whether empty.``, ``mean`` → ``Return the mean.``);
     ``None`` for special methods and names too bare to describe (``add``, ``run``)."""
     name = qualified.rsplit(".", 1)[-1]
     words = _words(name)
-    if (name.startswith("__") and name.endswith("__")) or name == "constructor" or not words:
+    if _dunder(name) or name == "constructor" or not words:
         return None
     first, rest = words[0], " ".join(words[1:])
     if first in _VERBS or first in _PREDICATES or first in _PREPOSITIONS:
@@ -535,14 +539,11 @@ def rename_local(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
     """Rename a variable bound in a function to a fresh name, at every use in its body."""
     taken = unit.source.decode("utf-8")
     for function in functions(unit):
-        parameters = {
-            unit.text(name)
-            for node in _parameters(function)
-            if (name := _parameter_name(unit, node)) is not None
-        }
+        signature = function.parameters or function.node.child_by_field_name("parameter")
+        parameters = _identifiers(unit, signature) if signature is not None else set()
         nested = _bound_in_nested_scopes(unit, function.body)
         for old in _locals(unit, function):
-            if old in parameters or old in nested or old in ("self", "cls", "_"):
+            if old in parameters or old in nested or old in ("self", "cls", "_") or _dunder(old):
                 continue
             uses = _renamable_uses(unit, function, old)
             new = _new_name(old, unit.python, taken, rng)
