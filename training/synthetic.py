@@ -264,11 +264,14 @@ def parses(text: str, language: str, *, compiles: bool = False) -> bool:
 
 
 def _walk(node: Node, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
-    """``node``'s descendants in source order, not entering (but yielding) ``stop`` types."""
-    for child in node.children:
+    """``node``'s descendants in source order, not entering (but yielding) ``stop`` types.
+    Iterative, so deeply nested code cannot exhaust Python's recursion limit."""
+    stack = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
         yield child
         if child.type not in stop:
-            yield from _walk(child, stop)
+            stack.extend(reversed(child.children))
 
 
 def _apply(source: bytes, splices: Iterable[Splice]) -> str:
@@ -539,7 +542,9 @@ def rename_local(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
     """Rename a variable bound in a function to a fresh name, at every use in its body."""
     taken = unit.source.decode("utf-8")
     for function in functions(unit):
-        signature = function.parameters or function.node.child_by_field_name("parameter")
+        signature = function.parameters
+        if signature is None:
+            signature = function.node.child_by_field_name("parameter")
         parameters = _identifiers(unit, signature) if signature is not None else set()
         nested = _bound_in_nested_scopes(unit, function.body)
         for old in _locals(unit, function):
@@ -645,15 +650,12 @@ def remove_parameter(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
 
 
 def _is_method(function: Function) -> bool:
+    """A Python ``def`` directly in a class body (its first parameter is ``self``/``cls``)."""
     parent = function.node.parent
     if parent is not None and parent.type == "decorated_definition":
         parent = parent.parent
-    return (
-        parent is not None
-        and parent.type == "block"
-        and parent.parent is not None
-        and (parent.parent.type == "class_definition")
-    )
+    owner = parent.parent if parent is not None and parent.type == "block" else None
+    return owner is not None and owner.type == "class_definition"
 
 
 def add_docstring(unit: Unit, rng: random.Random) -> Iterator[Candidate]:
@@ -696,7 +698,7 @@ def _is_docstring(node: Node) -> bool:
 
 def _jsdoc(unit: Unit, function: Function, text: str) -> Splice | None:
     anchor = function.anchor
-    if anchor.type == "lexical_declaration" and anchor.named_child_count != 1:
+    if anchor.type in _JS_DECLARATIONS and anchor.named_child_count != 1:
         return None
     previous = anchor.prev_sibling
     if (

@@ -208,6 +208,11 @@ def test_rename_local_renames_uses_but_not_attributes_or_keywords() -> None:
         "    total = len(rows)\n"
         "    order = sorted(rows, key=lambda total: -total)\n"
         "    return order[:total]\n"
+        "\n"
+        "\n"
+        "def gather(*parts):\n"
+        "    parts = list(parts)\n"
+        "    return parts\n"
     )
     edits = edits_of(before, "python", "rename-local")
     match, after = only(edits, r"Rename the local variable `total` to `(\w+)` in `summary`\.")
@@ -221,6 +226,7 @@ def test_rename_local_renames_uses_but_not_attributes_or_keywords() -> None:
     }
     assert ("total", "ranked") not in renamed
     assert ("order", "ranked") in renamed
+    assert not any(scope == "gather" for _, scope in renamed)
 
 
 def test_rename_local_in_javascript_skips_object_shorthands() -> None:
