@@ -68,6 +68,11 @@ class DraftGraph:
         """The child of ``node`` drafting ``token``, if any."""
         return self.children[node].get(token)
 
+    def document_index(self, node: int) -> int | None:
+        """The document index the node's token was drafted from (its best source that took
+        it from the document), or ``None`` for a token not copied from the document."""
+        return next((p for _, p in self.origins[node] if p is not None), None)
+
     def path(self, node: int) -> list[int]:
         """Nodes from the root down to ``node``, inclusive."""
         out = []
@@ -96,18 +101,33 @@ class DraftGraph:
         return (torch.tensor(self.depths, dtype=torch.long) + past).to(device)[None]
 
 
-def build_graph(root: int, candidates: list[Candidate], config: DraftConfig) -> DraftGraph:
-    """The full prefix tree of ``candidates`` below ``root`` (each cut to the draft length),
-    with calibrated reach probabilities."""
+def build_graph(
+    root: int,
+    candidates: list[Candidate],
+    config: DraftConfig,
+    *,
+    copying: bool = False,
+    max_depth: int | None = None,
+) -> DraftGraph:
+    """The prefix tree of ``candidates`` below ``root`` (each cut to its source's calibrated
+    length, and to ``max_depth`` when given), with the reach probabilities calibrated for the
+    drafting state (``copying`` the document or editing it).
+
+    ``prune(build_graph(..., max_depth=budget + 1), budget)`` equals pruning the full tree:
+    a kept tree of ``budget`` nodes is at most ``budget`` deep, and the scores down to that
+    depth read only the next level."""
     graph = DraftGraph()
     graph.add(-1, root, 1.0)
     for candidate in candidates:
         node, reach = 0, 1.0
         pairs = zip(candidate.tokens, candidate.positions, strict=True)
+        limit = config.length(candidate.key)
+        if max_depth is not None:
+            limit = min(limit, max_depth)
         for depth, (token, position) in enumerate(pairs, 1):
-            if depth > config.draft_length:
+            if depth > limit:
                 break
-            reach *= config.rate(candidate.key, depth)
+            reach *= config.rate(candidate.key, depth, copying)
             node = graph.add(node, token, reach)
             graph.origins[node].append((candidate.key, position))
     return graph
@@ -120,30 +140,38 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def node_score(graph: DraftGraph, node: int) -> float:
+    """Spiffy-style score of one node: GM(own reach, GM of the children's reach); a leaf
+    scores its own reach."""
+    own = graph.reach[node]
+    kids = [graph.reach[c] for c in graph.children[node].values()]
+    return geometric_mean([own, geometric_mean(kids)]) if kids else own
+
+
 def node_scores(graph: DraftGraph) -> list[float]:
-    """Spiffy-style score per node: GM(own reach, GM of the children's reach); a leaf scores
-    its own reach."""
-    scores = []
-    for node in range(len(graph)):
-        own = graph.reach[node]
-        kids = [graph.reach[c] for c in graph.children[node].values()]
-        scores.append(geometric_mean([own, geometric_mean(kids)]) if kids else own)
-    return scores
+    """``node_score`` of every node."""
+    return [node_score(graph, node) for node in range(len(graph))]
 
 
-def prune(graph: DraftGraph, budget: int) -> DraftGraph:
+def prune(graph: DraftGraph, budget: int, min_reach: float = 0.0) -> DraftGraph:
     """Keep the root and at most ``budget`` drafted nodes, best score first among nodes whose
-    parent is already kept; the result is renumbered in the order nodes were kept."""
-    scores = node_scores(graph)
+    parent is already kept, leaving out nodes less likely than ``min_reach`` to be accepted
+    (their descendants are less likely still); the result is renumbered in the order nodes
+    were kept. Scores are computed only for nodes that reach the frontier."""
     kept = DraftGraph()
     kept.add(-1, graph.tokens[0], graph.reach[0])
     kept.origins[0] = list(graph.origins[0])
-    frontier = [(-scores[c], c, 0) for c in graph.children[0].values()]
-    heapq.heapify(frontier)
+    frontier: list[tuple[float, int, int]] = []
+
+    def offer(children: dict[int, int], parent: int) -> None:
+        for child in children.values():
+            if graph.reach[child] >= min_reach:
+                heapq.heappush(frontier, (-node_score(graph, child), child, parent))
+
+    offer(graph.children[0], 0)
     while frontier and len(kept) <= budget:
         _, node, new_parent = heapq.heappop(frontier)
         new = kept.add(new_parent, graph.tokens[node], graph.reach[node])
         kept.origins[new] = list(graph.origins[node])
-        for child in graph.children[node].values():
-            heapq.heappush(frontier, (-scores[child], child, new))
+        offer(graph.children[node], new)
     return kept

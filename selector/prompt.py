@@ -1,7 +1,9 @@
-"""The prompt: instruction + the document with line numbers, in the model's chat format."""
+"""The prompts, in the model's chat format: the program prompt shows the document with line
+numbers; the rewrite prompt shows it plain in a fence and asks for the updated text."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from resolver import Document
@@ -16,7 +18,14 @@ SUBLINE = (
     '\n<copy span="L:C-L:C"/> copies from line L column C to line L column C (inclusive, '
     "1-based, the line break counts as a column)."
 )
-REWRITE_SYSTEM = "You edit a document. Reply with the complete new document and nothing else."
+REWRITE_SYSTEM = (
+    "You edit a document. Reply with the complete updated document, exactly as it should be "
+    "saved, and nothing else."
+)
+REWRITE_RANGE_SYSTEM = (
+    "You edit a range of lines of a document. Reply with the complete updated text of those "
+    "lines, exactly as it should be saved, and nothing else."
+)
 
 
 def numbered_document(document: Document) -> str:
@@ -51,7 +60,27 @@ def program_prompt(
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def rewrite_prompt(tokenizer: Any, document: Document, instruction: str) -> list[int]:
-    """Token ids of the prompt that asks for the whole new document (the baselines)."""
-    text = render(tokenizer, REWRITE_SYSTEM, user_message(document, instruction))
-    return tokenizer.encode(text, add_special_tokens=False)
+def fenced(text: str) -> str:
+    """``text`` in a Markdown code fence longer than any backtick run inside it, the closing
+    fence on a line of its own (after a line break added when ``text`` has none at the end)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text if text.endswith(("\n", "\r")) or not text else text + "\n"
+    return f"{fence}\n{body}{fence}\n"
+
+
+def rewrite_prompt(
+    tokenizer: Any, document: Document, instruction: str, lines: tuple[int, int] | None = None
+) -> list[int]:
+    """Token ids of the prompt that asks for the whole updated document (rewrite mode, the
+    baselines, grammar-constrained generation), or with ``lines=(i, j)`` for the updated text
+    of lines i to j only (1-based, inclusive). The document is shown plain in a fence, so a
+    reply can repeat it token for token."""
+    user = f"Instruction: {instruction}\n\nDocument:\n{fenced(document.text)}"
+    system = REWRITE_SYSTEM
+    if lines is not None:
+        first, last = lines
+        part = "".join(document.lines[first - 1 : last])
+        user += f"\nRewrite lines {first}-{last} only; they are now:\n{fenced(part)}"
+        system = REWRITE_RANGE_SYSTEM
+    return tokenizer.encode(render(tokenizer, system, user), add_special_tokens=False)

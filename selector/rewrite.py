@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -32,7 +32,7 @@ from selector.stats import DecodeResult, DecodeStats, Progress
 from selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
-_FENCE = re.compile(r"\s*```[^\n]*\n(.*)```\s*", re.DOTALL)
+_FENCE = re.compile(r"\s*(`{3,})[^\n`]*\n(.*)\1\s*", re.DOTALL)
 
 
 @dataclass
@@ -48,10 +48,12 @@ class RewriteStats(DecodeStats):
 @dataclass(frozen=True)
 class DraftStep:
     """One drafting step of a trace: the candidates proposed to follow output index ``start``
-    (calibration compares them with the tokens actually written there)."""
+    and whether the decoder was copying the document then (calibration compares the
+    candidates with the tokens actually written there)."""
 
     start: int
     candidates: tuple[Candidate, ...]
+    copying: bool = False
 
 
 def stop_tokens(loaded: LoadedModel) -> set[int]:
@@ -68,11 +70,16 @@ def stop_tokens(loaded: LoadedModel) -> set[int]:
     return stops
 
 
-def extract_file(text: str) -> str:
-    """The file inside the reply: the body of a surrounding ``` fence if the model wrote
-    one, otherwise the reply as it is."""
-    match = _FENCE.fullmatch(text)
-    return match.group(1) if match else text
+def extract_file(reply: str, final_newline: bool = True) -> str:
+    """The text inside the reply: the body of a surrounding code fence (three or more
+    backticks, optional info string) if the model wrote one, otherwise the reply as it is.
+    The prompt shows a text without a final line break with one added before its closing
+    fence; ``final_newline=False`` says so, and that one line break is dropped again."""
+    match = _FENCE.fullmatch(reply)
+    if match is None:
+        return reply
+    body = match.group(2)
+    return body[:-1] if not final_newline and body.endswith("\n") else body
 
 
 def token_distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
@@ -200,8 +207,11 @@ def speculate(
         drafter.advance([root], [None])
         candidates = drafter.candidates(output, branch)
         if trace is not None:
-            trace.append(DraftStep(len(output), tuple(candidates)))
-        graph = prune(build_graph(root, candidates, config), config.budget)
+            trace.append(DraftStep(len(output), tuple(candidates), drafter.copying))
+        full = build_graph(
+            root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
+        )
+        graph = prune(full, config.budget, config.min_reach)
         past = kv.cache_length(cache)
         logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
         stats.forwards += 1
@@ -211,25 +221,44 @@ def speculate(
         accepted = [graph.tokens[n] for n in path[1:]]
         output.extend(accepted)
         stats.copied_tokens += len(accepted)
-        drafter.advance(accepted, [_document_index(graph, n) for n in path[1:]])
+        drafter.advance(accepted, [graph.document_index(n) for n in path[1:]])
         branch = _branch_choices(graph, logits, path[-1], config.top_k)
+        copied_lines += _decode(loaded, accepted).count("\n")
+        generated_lines += _decode(loaded, [graph.tokens[0]]).count("\n")
         if on_progress is not None:
-            text = loaded.tokenizer.decode
-            copied_lines += text(accepted).count("\n")
-            generated_lines += text([graph.tokens[0]]).count("\n")
             on_progress(Progress(stats.forwards, copied_lines, generated_lines, len(output)))
     stats.decode_s = time.perf_counter() - began
+    stats.lines_copied, stats.lines_generated = copied_lines, generated_lines
     stats.accepted_per_forward = len(output) / max(stats.forwards, 1)
     stats.wall_s = time.perf_counter() - start
     return output, stats
 
 
-def _document_index(graph: DraftGraph, node: int) -> int | None:
-    return next((p for _, p in graph.origins[node] if p is not None), None)
-
-
 def _decode(loaded: LoadedModel, token_ids: list[int]) -> str:
     return loaded.tokenizer.decode(token_ids, clean_up_tokenization_spaces=False)
+
+
+def _line_range(document: Document, lines: tuple[int, int] | None) -> tuple[str, str, str]:
+    """``(before, range text, after)``: the document split around ``lines`` (1-based,
+    inclusive), or ``("", document, "")`` for the whole file."""
+    if lines is None:
+        return "", document.text, ""
+    first, last = lines
+    if not 1 <= first <= last <= document.n_lines:
+        raise ValueError(
+            f"lines {first}-{last} are outside the document (it has {document.n_lines} lines)"
+        )
+    parts = document.lines
+    return "".join(parts[: first - 1]), "".join(parts[first - 1 : last]), "".join(parts[last:])
+
+
+def _with_budget(
+    loaded: LoadedModel, config: DraftConfig | None, draft_budget: int | None
+) -> DraftConfig:
+    """``config``, or the shipped default for the model's device; ``draft_budget`` replaces
+    its budget."""
+    config = config or load_draft_config(cpu=loaded.device.type == "cpu")
+    return config if draft_budget is None else replace(config, budget=draft_budget)
 
 
 def rewrite(
@@ -242,25 +271,32 @@ def rewrite(
     sampling: Sampling | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    lines: tuple[int, int] | None = None,
+    draft_budget: int | None = None,
 ) -> DecodeResult:
     """Let the model rewrite ``document`` as ``instruction`` asks, speculating from the
-    document with the calibrated draft graph (``config``, default: the shipped one). The
-    text is the file the model wrote, a surrounding ``` fence removed; a spent budget marks
-    the result ``truncated``."""
-    config = config or load_draft_config()
+    document with the calibrated draft graph (``config``, default: the shipped one for the
+    model's device; ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)`` the model
+    rewrites only those lines (drafts come from them) and the result is the whole document
+    with them replaced. The reply is extracted exactly, a surrounding code fence removed; a
+    spent budget marks the result ``truncated``."""
+    config = _with_budget(loaded, config, draft_budget)
     tokenizer = loaded.tokenizer
-    prompt = rewrite_prompt(tokenizer, Document(document), instruction)
+    shown = Document(document)
+    head, part, tail = _line_range(shown, lines)
     output, stats = speculate(
         loaded,
-        prompt,
-        tokenizer.encode(document, add_special_tokens=False),
+        rewrite_prompt(tokenizer, shown, instruction, lines),
+        tokenizer.encode(part, add_special_tokens=False),
         config=config,
         max_new_tokens=max_new_tokens,
         sampling=sampling,
         on_progress=on_progress,
         cancel=cancel,
     )
-    return DecodeResult(None, extract_file(_decode(loaded, output)), stats)
+    final_newline = part.endswith(("\n", "\r")) or not part
+    text = extract_file(_decode(loaded, output), final_newline)
+    return DecodeResult(None, head + text + tail, stats)
 
 
 def rewrite_forced(
@@ -273,11 +309,12 @@ def rewrite_forced(
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     trace: list[DraftStep] | None = None,
+    draft_budget: int | None = None,
 ) -> DecodeResult:
     """Rewrite with the model's choices forced to ``target`` (the oracle, as the baselines
     force it): every forward still runs, so forwards and wall-clock are real, and acceptance
     can be measured without trained weights."""
-    config = config or load_draft_config()
+    config = _with_budget(loaded, config, draft_budget)
     tokenizer = loaded.tokenizer
     target_ids = tokenizer.encode(target, add_special_tokens=False)
     output, stats = speculate(

@@ -24,6 +24,7 @@ edit_command.register(app)
 serve_command.register(app)
 training_commands.register(app)
 dataset_commands.register(app)
+__import__("training.calibrate_command").calibrate_command.register(app)
 
 
 def main() -> None:

@@ -1,13 +1,16 @@
-"""``cad edit FILE --instr TEXT``: decode an edit program with a model and apply it."""
+"""``cad edit FILE --instr TEXT``: let a model edit a file, as an edit program (program mode)
+or by rewriting the file with drafts from the document (rewrite mode), and apply it."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -32,6 +35,54 @@ class Baseline(StrEnum):
 
     ar = "ar"
     pld = "pld"
+
+
+class EditMode(StrEnum):
+    """How the model writes the edit: ``program`` (copy and gen ops over numbered lines),
+    ``rewrite`` (the complete updated file, drafted from the document and verified as a
+    calibrated draft graph), or ``auto`` (program with ``--adapter`` or ``--program``, a
+    trained selector or a given program; rewrite otherwise)."""
+
+    auto = "auto"
+    program = "program"
+    rewrite = "rewrite"
+
+
+def resolve_mode(
+    mode: EditMode,
+    *,
+    adapter: Path | None,
+    program: Path | None,
+    special: str | None,
+    rewrite_options: list[str],
+) -> EditMode | None:
+    """The mode to run (``None`` when ``special``, ``--grammar`` or ``--baseline``, decodes
+    on its own), or a ``UserError`` for options that contradict it; ``rewrite_options``
+    names the rewrite-only options given."""
+    if special is not None:
+        if mode is not EditMode.auto or rewrite_options:
+            given = ", ".join(rewrite_options) or "--mode"
+            raise UserError(f"{given} does not apply to {special}; leave it out")
+        return None
+    if mode is EditMode.auto:
+        mode = EditMode.program if adapter is not None or program is not None else EditMode.rewrite
+    if mode is EditMode.rewrite and program is not None:
+        raise UserError("--program follows an edit program; use --mode program (or auto)")
+    if mode is EditMode.program and rewrite_options:
+        raise UserError(f"{', '.join(rewrite_options)} applies to rewrite mode; add --mode rewrite")
+    return mode
+
+
+def parse_lines(lines: str, document: str) -> tuple[int, int]:
+    """``I-J`` (or ``I``) as a 1-based inclusive line range inside ``document``."""
+    first, _, last = lines.partition("-")
+    if not first.isdigit() or not (last or first).isdigit():
+        raise UserError(f"--lines {lines!r}: expected I-J, e.g. 3-10")
+    start, end = int(first), int(last or first)
+    count = len(split_lines(document))
+    if not 1 <= start <= end <= count:
+        raise UserError(f"--lines {lines}: the file has {count} lines (1-{count})")
+    return start, end
 
 
 def render_diff(before: str, after: str, name: str) -> Text:
@@ -100,12 +151,35 @@ def cmd_edit(
     temperature: Annotated[float, typer.Option(min=0.0, help="0 is greedy.")] = 0.0,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
     seed: Annotated[int, typer.Option()] = 0,
+    mode: Annotated[
+        EditMode,
+        typer.Option(help="program, rewrite, or auto: program with --adapter/--program."),
+    ] = EditMode.auto,
+    lines: Annotated[str | None, typer.Option(help="Rewrite mode: rewrite only lines I-J.")] = None,
+    draft_config: Annotated[
+        Path | None, typer.Option(help="Rewrite mode: draft-graph config from cad calibrate.")
+    ] = None,
+    draft_budget: Annotated[
+        int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
+    ] = None,
 ) -> None:
-    """Edit FILE as --instr says: the model writes a program, the resolver applies it."""
+    """Edit FILE as --instr says: the model writes an edit program the resolver applies
+    (program mode), or the complete updated file drafted from the document (rewrite mode)."""
     if write and stdout:
         raise UserError("choose one of --write and --stdout")
+    given = {"--lines": lines, "--draft-config": draft_config, "--draft-budget": draft_budget}
+    special = "--grammar" if grammar is not None else "--baseline" if baseline is not None else None
+    mode = resolve_mode(
+        mode,
+        adapter=adapter,
+        program=program,
+        special=special,
+        rewrite_options=[name for name, value in given.items() if value is not None],
+    )
     document, forced, target_text = _validated_inputs(file, instr, program, baseline, target)
+    line_range = parse_lines(lines, document) if lines is not None else None
     grammar_source = read_text(grammar) if grammar is not None else None
+    drafts = _draft_config(draft_config) if mode is EditMode.rewrite else None
 
     from selector import (
         DEFAULT_MODEL,
@@ -145,6 +219,21 @@ def cmd_edit(
             run = regenerate if baseline is Baseline.ar else prompt_lookup
             with stderr.status(f"regenerating with {baseline.value}"):
                 result = run(loaded, document, instr, target_text)
+        elif mode is EditMode.rewrite:
+            from selector.rewrite import rewrite
+
+            with _progress_bar("rewriting", "forwards", "lines drafted") as show:
+                result = rewrite(
+                    loaded,
+                    document,
+                    instr,
+                    config=drafts,
+                    max_new_tokens=max_new_tokens,
+                    sampling=sampling,
+                    on_progress=show,
+                    lines=line_range,
+                    draft_budget=draft_budget,
+                )
         else:
             decoder = Decoder(
                 loaded,
@@ -152,23 +241,7 @@ def cmd_edit(
                 subline=subline,
                 sampling=sampling,
             )
-            with Progress(
-                TextColumn("[bold]decoding"),
-                BarColumn(bar_width=None),
-                TextColumn("{task.fields[status]}"),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("edit", total=None, status="")
-
-                def show(progress) -> None:
-                    bar.update(
-                        task,
-                        status=f"{progress.ops} ops, {progress.lines_copied} lines copied, "
-                        f"{progress.lines_generated} generated, {progress.tokens_generated} tokens",
-                    )
-
+            with _progress_bar("decoding", "ops", "lines copied") as show:
                 result = decoder.edit(document, instr, program=forced, on_progress=show)
     except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
         raise UserError(str(exc)) from None
@@ -182,12 +255,53 @@ def cmd_edit(
         write_atomic(stats_json, json.dumps(result.stats.to_dict(), indent=2) + "\n")
     if write:
         write_atomic(file, result.text)
-        stderr.print(f"wrote {file} ({result.stats.ops} ops, {result.stats.wall_s:.2f}s)")
+        steps = (
+            f"{result.stats.forwards} forwards"
+            if mode is EditMode.rewrite
+            else f"{result.stats.ops} ops"
+        )
+        stderr.print(f"wrote {file} ({steps}, {result.stats.wall_s:.2f}s)")
     elif stdout:
         sys.stdout.buffer.write(result.text.encode("utf-8"))
         sys.stdout.flush()
     else:
         Console(highlight=False).print(render_diff(document, result.text, file.name), end="")
+
+
+@contextmanager
+def _progress_bar(title: str, steps: str, copied: str) -> Iterator[Callable[[Any], None]]:
+    """A transient progress line on stderr; yields the callback a decode reports to."""
+    with Progress(
+        TextColumn(f"[bold]{title}"),
+        BarColumn(bar_width=None),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("edit", total=None, status="")
+
+        def show(progress: Any) -> None:
+            bar.update(
+                task,
+                status=f"{progress.ops} {steps}, {progress.lines_copied} {copied}, "
+                f"{progress.lines_generated} generated, {progress.tokens_generated} tokens",
+            )
+
+        yield show
+
+
+def _draft_config(path: Path | None) -> Any:
+    """The draft-graph configuration from ``path`` (``None``: the shipped default, chosen
+    for the model's device later); a bad file is a one-line error."""
+    if path is None:
+        return None
+    from selector.draft_config import DraftConfigError, load_draft_config
+
+    try:
+        return load_draft_config(path)
+    except DraftConfigError as exc:
+        raise UserError(f"--draft-config {exc}") from None
 
 
 def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):

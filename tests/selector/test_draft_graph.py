@@ -3,6 +3,8 @@ equals verifying each branch on its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -15,7 +17,10 @@ from selector.tree_verify import NodeLogits, keep_path, verify_graph
 CONFIG = DraftConfig(
     draft_length=16,
     budget=64,
-    rates={"aligned:0": [0.9, 0.95, 0.97], "aligned:1": [0.3, 0.6], "ngram:0": [0.5, 0.8]},
+    rates={
+        "editing": {"aligned:0": [0.9, 0.95, 0.97], "aligned:1": [0.3, 0.6], "ngram:0": [0.5, 0.8]},
+        "copying": {"aligned:0": [0.99], "aligned:1": [0.01]},
+    },
 )
 
 
@@ -148,3 +153,58 @@ def test_keep_path_leaves_the_cache_of_the_path(tiny_qwen) -> None:
         torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(after, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_reach_follows_the_drafting_state_and_source_lengths() -> None:
+    candidates = [_candidate("aligned:0", [1, 2, 3]), _candidate("aligned:1", [4, 5, 6])]
+    editing = build_graph(7, candidates, CONFIG)
+    copying = build_graph(7, candidates, CONFIG, copying=True)
+    assert editing.reach[1] == pytest.approx(0.9) and copying.reach[1] == pytest.approx(0.99)
+    assert editing.reach[4] == pytest.approx(0.3) and copying.reach[4] == pytest.approx(0.01)
+    short = build_graph(7, candidates, replace(CONFIG, lengths={"aligned:1": 1}))
+    assert short.tokens == [7, 1, 2, 3, 4]
+
+
+def test_pruning_a_depth_capped_graph_equals_pruning_the_full_one() -> None:
+    generator = torch.Generator().manual_seed(5)
+    candidates = [
+        _candidate(key, torch.randint(0, 9, (16,), generator=generator).tolist())
+        for key in ("aligned:0", "aligned:1", "ngram:0", "ngram:1")
+    ]
+    for budget in (1, 3, 8, 30):
+        for reach in (0.0, 0.2):
+            full = prune(build_graph(1, candidates, CONFIG), budget, reach)
+            capped = prune(build_graph(1, candidates, CONFIG, max_depth=budget + 1), budget, reach)
+            assert (full.tokens, full.parents) == (capped.tokens, capped.parents)
+
+
+def test_min_reach_leaves_doubtful_nodes_out() -> None:
+    candidates = [_candidate("aligned:0", list(range(10, 20))), _candidate("ngram:0", [30, 31])]
+    graph = build_graph(1, candidates, CONFIG)
+    kept = prune(graph, 64, min_reach=0.45)
+    assert all(r >= 0.45 for r in kept.reach)
+    assert 30 in kept.tokens and 31 not in kept.tokens
+    assert len(prune(graph, 64, min_reach=0.95)) == 1
+
+
+def test_drafter_knows_when_it_is_copying_and_repeats_the_output() -> None:
+    document = [10, 11, 12, 13, 14]
+    drafter = Drafter(document, DraftConfig(draft_length=4, aligned=1, ngram=0, output=1), stop=0)
+    drafter.advance([10, 11], [None, None])
+    assert drafter.copying
+    drafter.advance([50], [None])
+    assert not drafter.copying
+    output = [10, 11, 50, 51, 52, 10, 11]
+    drafter.advance([51, 52, 10, 11], [None] * 4)
+    repeats = [c for c in drafter.candidates(output) if c.key == "output:0"]
+    assert repeats[0].tokens == (50, 51, 52, 10)
+    assert repeats[0].positions == (None,) * 4
+
+
+def test_one_token_anchors_prefer_the_nearest_occurrence() -> None:
+    document = [5, 1, 2, 5, 3, 4, 5, 6, 7]
+    config = DraftConfig(draft_length=2, aligned=0, ngram=3, min_ngram=1, max_ngram=2)
+    drafter = Drafter(document, config)
+    drafter.advance([5, 3], [3, 4])
+    anchors = [c.positions[0] for c in drafter.candidates([9, 5])]
+    assert anchors == [4, 7, 1]

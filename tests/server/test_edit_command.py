@@ -211,3 +211,96 @@ def test_bad_grammar_is_one_line(workspace, model_dir) -> None:
     )
     assert result.returncode == 1
     assert result.stderr.decode().startswith("error: grammar: expected ')'")
+
+
+@pytest.fixture(scope="module")
+def eos_model_dir(tmp_path_factory) -> Path:
+    """A tiny model that answers every prompt with end-of-sequence at once: its layers add
+    nothing to the residual stream, and its output head sees only a coordinate that is
+    positive for every token and maps it to the end-of-sequence row."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = make_tiny_model(tmp_path_factory.mktemp("eos"), "qwen2")
+    model = AutoModelForCausalLM.from_pretrained(folder, tie_word_embeddings=False)
+    eos = AutoTokenizer.from_pretrained(folder).eos_token_id
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        model.model.embed_tokens.weight[:, 0] = 1.0
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[0] = 1.0
+        head = torch.zeros_like(model.model.embed_tokens.weight)
+        head[eos, 0] = 1.0
+        model.lm_head.weight = torch.nn.Parameter(head)
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_rewrite_mode_replaces_the_range_with_the_reply(workspace, eos_model_dir) -> None:
+    lines = BEFORE.splitlines(keepends=True)
+    result = cad(
+        "edit", "mean.py", "--instr", "Drop line 2", "--model", str(eos_model_dir),
+        "--mode", "rewrite", "--lines", "2-2", "--write", "--stats-json", "stats.json",
+        cwd=workspace,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "mean.py").read_bytes() == "".join([lines[0], *lines[2:]]).encode()
+    assert b"forwards" in result.stderr
+    stats = json.loads((workspace / "stats.json").read_text())
+    assert stats["mode"] == "rewrite"
+    assert {"forwards", "drafted_tokens", "accepted_per_forward"} <= set(stats)
+    assert list(workspace.glob(".mean.py.*")) == []
+
+
+def test_auto_mode_rewrites_without_an_adapter(workspace, eos_model_dir) -> None:
+    for extra in ([], ["--mode", "rewrite"]):
+        result = cad(
+            "edit", "mean.py", "--instr", "x", "--model", str(eos_model_dir), "--stdout",
+            "--stats-json", "stats.json", *extra, cwd=workspace,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == b""
+        assert json.loads((workspace / "stats.json").read_text())["mode"] == "rewrite"
+    shown = cad("edit", "mean.py", "--instr", "x", "--model", str(eos_model_dir), cwd=workspace)
+    assert shown.returncode == 0, shown.stderr
+    assert b"-def mean(values):" in shown.stdout
+    assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
+
+
+def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
+    result = cad(
+        "edit", "mean.py", "--instr", "x", "--model", str(model_dir), "--mode", "rewrite",
+        "--lines", "1-2", "--max-new-tokens", "3", "--draft-budget", "4", "--write",
+        cwd=workspace,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert b"nothing was written" in result.stderr
+    assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mode", "rewrite", "--program", "fix.program"], "use --mode program"),
+        (["--mode", "program", "--lines", "1-2"], "--lines applies to rewrite mode"),
+        (["--program", "fix.program", "--draft-budget", "8"], "--draft-budget applies to rewrite"),
+        (["--lines", "3-9"], "the file has 4 lines"),
+        (["--lines", "two"], "expected I-J"),
+        (["--mode", "rewrite", "--grammar", "g.ebnf"], "--mode does not apply to --grammar"),
+        (["--draft-config", "bad.json"], "unknown draft-config keys: budgit"),
+        (["--draft-config", "nothing.json"], "nothing.json: cannot read"),
+    ],
+)
+def test_rewrite_mode_bad_input_is_one_line(
+    workspace, model_dir, args: list[str], message: str
+) -> None:
+    (workspace / "bad.json").write_text('{"budgit": 3}')
+    (workspace / "g.ebnf").write_text('root ::= "a"\n')
+    result = cad("edit", "mean.py", "--instr", "x", "--model", str(model_dir), *args, cwd=workspace)
+    assert result.returncode == 1
+    stderr = result.stderr.decode()
+    assert stderr.count("\n") == 1 and stderr.startswith("error: "), stderr
+    assert message in stderr
+    assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
