@@ -9,8 +9,8 @@ import typer
 from resolver import ProgramError
 from server import edit_command, program_commands, serve_command
 from server.files import UserError
+from training import calibrate_command, dataset_commands
 from training import commands as training_commands
-from training import dataset_commands
 
 app = typer.Typer(
     name="cad",
@@ -24,7 +24,7 @@ edit_command.register(app)
 serve_command.register(app)
 training_commands.register(app)
 dataset_commands.register(app)
-__import__("training.calibrate_command").calibrate_command.register(app)
+calibrate_command.register(app)
 
 
 def main() -> None:
