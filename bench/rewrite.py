@@ -7,7 +7,9 @@ all produce the same bytes and acceptance is measured even with random weights.
         --corpus heval-python --split test --out-json r.json --out-md r.md --plot r.png
 
 ``--split test`` keeps the edits that ``cad calibrate --holdout`` leaves out, so the shipped
-draft configurations are measured on edits they were not calibrated on.
+draft configuration is measured on edits it was not calibrated on. ``--configs`` lists the
+draft configurations to run: ``default`` (the shipped one) and/or JSON files from
+``cad calibrate``, each a rewrite row of its own.
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ from pathlib import Path
 from bench.end_to_end import load_corpus
 from bench.harness import machine, pick_model, spread, synchronize
 from resolver import oracle
-from selector import Decoder, LoadedModel, load_draft_config, prompt_lookup, regenerate
+from selector import (
+    Decoder,
+    DraftConfig,
+    DraftConfigError,
+    LoadedModel,
+    load_draft_config,
+    prompt_lookup,
+    regenerate,
+)
 from selector.rewrite import rewrite_forced
 from selector.stats import DecodeResult
 from training.datasets import EditExample, split_by_id
 
-CONFIGS = {"accelerator": False, "cpu": True}
 LABELS = {
     "ar": "AR regeneration",
     "pld": "prompt lookup (10 draft tokens)",
@@ -33,16 +42,26 @@ LABELS = {
 }
 
 
+def load_configs(names: list[str]) -> dict[str, DraftConfig]:
+    """``default`` is the shipped draft configuration; anything else a JSON file, named by
+    its stem."""
+    return {
+        name if name == "default" else Path(name).stem: load_draft_config(
+            None if name == "default" else name
+        )
+        for name in names
+    }
+
+
 def methods(
-    loaded: LoadedModel, decoder: Decoder, configs: list[str]
+    loaded: LoadedModel, decoder: Decoder, configs: dict[str, DraftConfig]
 ) -> dict[str, Callable[[EditExample], DecodeResult]]:
-    """The measured methods by name; ``rewrite:<config>`` uses a shipped draft config."""
+    """The measured methods by name; ``rewrite:<config>`` uses that draft configuration."""
     table: dict[str, Callable[[EditExample], DecodeResult]] = {
         "ar": lambda e: regenerate(loaded, e.before, e.instruction, e.after),
         "pld": lambda e: prompt_lookup(loaded, e.before, e.instruction, e.after),
     }
-    for name in configs:
-        config = load_draft_config(cpu=CONFIGS[name])
+    for name, config in configs.items():
 
         def run(e: EditExample, config=config) -> DecodeResult:
             return rewrite_forced(loaded, e.before, e.instruction, e.after, config=config)
@@ -98,7 +117,7 @@ def summarise(rows: list[dict], names: list[str]) -> dict:
 def _label(name: str, budgets: dict[str, str]) -> str:
     if name.startswith("rewrite:"):
         config = name.split(":", 1)[1]
-        return f"rewrite + draft graph ({config} config, {budgets[config]})"
+        return f"rewrite + draft graph ({config} config: {budgets[config]})"
     return LABELS[name]
 
 
@@ -177,15 +196,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--corpus", default="heval-python")
     parser.add_argument("--split", default="test", choices=["all", "train", "valid", "test"])
     parser.add_argument("--limit", type=int, default=0, help="first N edits only (0 = all)")
-    parser.add_argument("--configs", default="accelerator,cpu", help="shipped draft configs")
+    parser.add_argument(
+        "--configs", default="default", help="comma-separated: default and/or config files"
+    )
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
-    configs = [c for c in args.configs.split(",") if c]
-    unknown = sorted(set(configs) - set(CONFIGS))
-    if unknown:
-        parser.error(f"unknown configs {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
+    try:
+        configs = load_configs([c for c in args.configs.split(",") if c])
+    except DraftConfigError as exc:
+        parser.error(str(exc))
     loaded = pick_model(args.model, args.device, args.dtype)
     decoder = Decoder(loaded, max_new_tokens=8192)
     examples = select(load_corpus(args.corpus), args.split, args.limit)
@@ -200,10 +221,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"[{i}/{len(examples)}] {example.id} ({rows[-1]['tokens']} tokens): {shown}", flush=True
         )
-    budgets = {}
-    for name in configs:
-        config = load_draft_config(cpu=CONFIGS[name])
-        budgets[name] = f"budget {config.budget}, min reach {config.min_reach:g}"
+    budgets = {
+        name: f"budget {config.budget}, min reach {config.min_reach:g}"
+        for name, config in configs.items()
+    }
     result = {
         "corpus": args.corpus,
         "split": args.split,

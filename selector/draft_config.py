@@ -2,10 +2,9 @@
 many nodes to verify per forward, and the calibrated acceptance rate of each source at each
 depth.
 
-A configuration is plain JSON (``cad calibrate`` writes one); the package ships two defaults
-calibrated on HumanEvalPack-Fix and release-diff edits with the target forced:
-``selector/draft_config.json`` for accelerators and ``selector/draft_config_cpu.json`` for
-CPUs, where every verified draft token costs much more.
+A configuration is plain JSON (``cad calibrate`` writes one); the package ships a default,
+``selector/draft_config.json``, calibrated on HumanEvalPack-Fix and release-diff edits with
+the target forced.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from importlib import resources
 from pathlib import Path
 
 DEFAULT_CONFIG = "draft_config.json"
-CPU_CONFIG = "draft_config_cpu.json"
 SOURCE_KINDS = ("aligned", "ngram", "output", "topk")
 STATES = ("copying", "editing")
 
@@ -137,14 +135,11 @@ class DraftConfig:
             raise DraftConfigError(f"ill-typed value ({exc})") from None
 
 
-def load_draft_config(path: str | Path | None = None, *, cpu: bool = False) -> DraftConfig:
-    """Read a configuration from ``path``, or a calibrated default shipped in the package:
-    the one for accelerators, or with ``cpu`` the one whose budget suits a compute-bound CPU
-    (same traces, a higher cost per verified token). A file that cannot be read or parsed
-    raises ``DraftConfigError`` naming it."""
+def load_draft_config(path: str | Path | None = None) -> DraftConfig:
+    """Read a configuration from ``path``, or the calibrated default shipped in the package;
+    a file that cannot be read or parsed raises ``DraftConfigError`` naming it."""
     if path is None:
-        name = CPU_CONFIG if cpu else DEFAULT_CONFIG
-        text = resources.files("selector").joinpath(name).read_text(encoding="utf-8")
+        text = resources.files("selector").joinpath(DEFAULT_CONFIG).read_text(encoding="utf-8")
         return DraftConfig.from_json(text)
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -70,6 +70,16 @@ def stop_tokens(loaded: LoadedModel) -> set[int]:
     return stops
 
 
+def draft_stop(loaded: LoadedModel) -> int | None:
+    """The end-of-sequence token drafted after the document: the tokenizer's own (a chat
+    model's end of turn), else the smallest of the model's stop tokens."""
+    stops = stop_tokens(loaded)
+    eos = loaded.tokenizer.eos_token_id
+    if isinstance(eos, int) and eos in stops:
+        return eos
+    return min(stops) if stops else None
+
+
 def extract_file(reply: str, final_newline: bool = True) -> str:
     """The text inside the reply: the body of a surrounding code fence (three or more
     backticks, optional info string) if the model wrote one, otherwise the reply as it is.
@@ -190,7 +200,7 @@ def speculate(
     root_logits = kv.prefill(model, cache, prompt_ids, device)
     stats.prefill_s = time.perf_counter() - start
     choose = _Chooser(sampling, target_ids)
-    drafter = Drafter(document_ids, config, stop=min(stops) if stops else None)
+    drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
     root = choose(root_logits, 0, [])
     branch: list[int] | None = None
@@ -252,12 +262,9 @@ def _line_range(document: Document, lines: tuple[int, int] | None) -> tuple[str,
     return "".join(parts[: first - 1]), "".join(parts[first - 1 : last]), "".join(parts[last:])
 
 
-def _with_budget(
-    loaded: LoadedModel, config: DraftConfig | None, draft_budget: int | None
-) -> DraftConfig:
-    """``config``, or the shipped default for the model's device; ``draft_budget`` replaces
-    its budget."""
-    config = config or load_draft_config(cpu=loaded.device.type == "cpu")
+def _with_budget(config: DraftConfig | None, draft_budget: int | None) -> DraftConfig:
+    """``config`` or the shipped default, its budget replaced by ``draft_budget`` if given."""
+    config = config or load_draft_config()
     return config if draft_budget is None else replace(config, budget=draft_budget)
 
 
@@ -275,12 +282,12 @@ def rewrite(
     draft_budget: int | None = None,
 ) -> DecodeResult:
     """Let the model rewrite ``document`` as ``instruction`` asks, speculating from the
-    document with the calibrated draft graph (``config``, default: the shipped one for the
-    model's device; ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)`` the model
+    document with the calibrated draft graph (``config``, default: the shipped one;
+    ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)`` the model
     rewrites only those lines (drafts come from them) and the result is the whole document
     with them replaced. The reply is extracted exactly, a surrounding code fence removed; a
     spent budget marks the result ``truncated``."""
-    config = _with_budget(loaded, config, draft_budget)
+    config = _with_budget(config, draft_budget)
     tokenizer = loaded.tokenizer
     shown = Document(document)
     head, part, tail = _line_range(shown, lines)
@@ -314,7 +321,7 @@ def rewrite_forced(
     """Rewrite with the model's choices forced to ``target`` (the oracle, as the baselines
     force it): every forward still runs, so forwards and wall-clock are real, and acceptance
     can be measured without trained weights."""
-    config = _with_budget(loaded, config, draft_budget)
+    config = _with_budget(config, draft_budget)
     tokenizer = loaded.tokenizer
     target_ids = tokenizer.encode(target, add_special_tokens=False)
     output, stats = speculate(

@@ -292,8 +292,8 @@ def _progress_bar(title: str, steps: str, copied: str) -> Iterator[Callable[[Any
 
 
 def _draft_config(path: Path | None) -> Any:
-    """The draft-graph configuration from ``path`` (``None``: the shipped default, chosen
-    for the model's device later); a bad file is a one-line error."""
+    """The draft-graph configuration from ``path`` (``None``: the shipped default); a bad
+    file is a one-line error."""
     if path is None:
         return None
     from selector.draft_config import DraftConfigError, load_draft_config

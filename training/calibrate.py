@@ -199,12 +199,11 @@ def model_trace(
     ``greedy`` the model's own output; top-k branches are traced in both."""
     from resolver import Document
     from selector.prompt import rewrite_prompt
-    from selector.rewrite import speculate, stop_tokens
+    from selector.rewrite import draft_stop, speculate
 
     tokenizer = loaded.tokenizer
     document = tokenizer.encode(example.before, add_special_tokens=False)
-    stops = stop_tokens(loaded)
-    stop = min(stops) if stops else None
+    stop = draft_stop(loaded)
     target = None if greedy else tokenizer.encode(example.after, add_special_tokens=False)
     steps: list[DraftStep] = []
     output, _ = speculate(
