@@ -121,6 +121,13 @@ def _label(name: str, budgets: dict[str, str]) -> str:
     return LABELS[name]
 
 
+def _short_label(name: str) -> str:
+    """A method's name on a plot axis; the table gives the full description."""
+    if name.startswith("rewrite:"):
+        return "rewrite\n" + name.split(":", 1)[1]
+    return {"ar": "AR", "pld": "prompt\nlookup", "program": "program\n(oracle)"}[name]
+
+
 def _cell(s: dict[str, float], digits: int) -> str:
     return f"{s['median']:.{digits}f} ({s['q1']:.{digits}f}–{s['q3']:.{digits}f})"
 
@@ -154,23 +161,21 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], names: list[str], budgets: dict[str, str], title: str, path: Path):
+def plot(rows: list[dict], names: list[str], title: str, path: Path) -> None:
     """Box plots of forwards and wall-clock per edit for every method."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [
-        _label(n, budgets).replace(" (", "\n(").replace(", oracle", "\noracle") for n in names
-    ]
+    labels = [_short_label(n) for n in names]
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for axis, key, ylabel in ((axes[0], "forwards", "forwards per edit"),
                               (axes[1], "wall_s", "wall-clock per edit (s)")):  # fmt: skip
         axis.boxplot([[r[n][key] for r in rows] for n in names], tick_labels=labels)
         axis.set_yscale("log")
         axis.set_ylabel(ylabel)
-        axis.tick_params(axis="x", labelsize=7)
+        axis.tick_params(axis="x", labelsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -243,8 +248,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out_md:
         args.out_md.write_text(text)
     if args.plot:
-        title = f"{result['model']} {result['dtype']}, {result['device']}; {result['corpus']}"
-        plot(rows, list(table), budgets, title, args.plot)
+        title = (
+            f"{result['model']} {result['dtype']}, {result['device']}; "
+            f"{result['corpus']} ({args.split} split)"
+        )
+        plot(rows, list(table), title, args.plot)
     print(text)
     return result
 
