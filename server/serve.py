@@ -88,11 +88,25 @@ class Settings:
 
 
 class CadProtocol(LanguageServerProtocol):
-    """pygls' protocol plus ``$/cancelRequest`` reaching a running edit through its flag."""
+    """pygls' protocol plus ``$/cancelRequest`` reaching a running edit through its flag, and
+    the client's own progress token of a command remembered for its handler."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cancel_flags: dict[Any, threading.Event] = {}
+        self.client_progress_tokens: dict[Any, lsp.ProgressToken] = {}
+
+    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Any:
+        """pygls' command dispatch; a ``workDoneToken`` the client sent with the request is
+        kept under the request's id, so the edit reports progress on the client's token."""
+        if params.work_done_token is not None:
+            self.client_progress_tokens[self.current_request_id()] = params.work_done_token
+        return (yield from super().lsp_workspace__execute_command(params))
+
+    def take_client_progress_token(self) -> lsp.ProgressToken | None:
+        """The progress token the client sent with the running command, if any (once)."""
+        return self.client_progress_tokens.pop(self.current_request_id(), None)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         flag = self.cancel_flags.get(msg_id)
@@ -295,14 +309,19 @@ def build_server() -> tuple[LanguageServer, CadServer]:
 
     @ls.command(APPLY_EDIT)
     async def apply_edit(*arguments: Any) -> dict[str, Any]:
-        return await run_edit(cad, parse_request(list(arguments)))
+        protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
+        client_token = protocol.take_client_progress_token()
+        return await run_edit(cad, parse_request(list(arguments)), client_token)
 
     return ls, cad
 
 
-async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
+async def run_edit(
+    cad: CadServer, request: EditRequest, client_token: lsp.ProgressToken | None = None
+) -> dict[str, Any]:
     """Decode (or take) the edit of the document's region, and apply it as minimal edits if
-    the document did not change meanwhile."""
+    the document did not change meanwhile. Progress goes to ``client_token`` when the client
+    sent one with its request, else to a token the server creates."""
     ls = cad.ls
     if request.uri not in ls.workspace.text_documents:
         raise JsonRpcInvalidParams(f"cad.applyEdit: {request.uri} is not open in the editor")
@@ -328,9 +347,9 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
     protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
     request_id = protocol.current_request_id()
     protocol.cancel_flags[request_id] = flag
-    token = str(uuid.uuid4())
+    token = client_token if client_token is not None else str(uuid.uuid4())
     loop = cad.loop = asyncio.get_running_loop()
-    progress = await _begin_progress(ls, token, flag)
+    progress = await _begin_progress(ls, token, flag, created=client_token is not None)
     try:
         cad.status("editing")
         report = _reporter(ls, loop, token, job.mode) if progress else None
@@ -341,6 +360,7 @@ async def run_edit(cad: CadServer, request: EditRequest) -> dict[str, Any]:
             del cad.running[request.uri]
         if progress:
             ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="done"))
+            ls.work_done_progress.tokens.pop(token, None)
     if isinstance(outcome, JsonRpcException):
         cad.status("error", outcome.message)
         raise outcome
@@ -523,16 +543,21 @@ def failure(exc: Exception, settings: Settings) -> JsonRpcException:
     )
 
 
-async def _begin_progress(ls: LanguageServer, token: str, flag: threading.Event) -> bool:
-    """Start work-done progress if the client supports it; its cancellation sets ``flag``."""
-    capabilities = ls.client_capabilities.window
-    if capabilities is None or not capabilities.work_done_progress:
-        return False
-    try:
-        await ls.work_done_progress.create_async(token)
-    except Exception:  # a client that cannot show progress still gets its edit
-        log.warning("the client refused a progress token; editing without progress")
-        return False
+async def _begin_progress(
+    ls: LanguageServer, token: lsp.ProgressToken, flag: threading.Event, created: bool
+) -> bool:
+    """Start work-done progress on ``token``: one the client ``created`` (sent with its
+    request), else one the server asks the client to create if it supports progress. The
+    progress's cancellation sets ``flag``."""
+    if not created:
+        capabilities = ls.client_capabilities.window
+        if capabilities is None or not capabilities.work_done_progress:
+            return False
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception:  # a client that cannot show progress still gets its edit
+            log.warning("the client refused a progress token; editing without progress")
+            return False
     ls.work_done_progress.begin(
         token, lsp.WorkDoneProgressBegin(title="cad edit", cancellable=True)
     )
@@ -564,12 +589,18 @@ def claim_stdout() -> BinaryIO:
     return stream
 
 
-def serve(tcp: tuple[str, int] | None = None, preload: bool = False) -> None:
-    """Run the server on stdio (default) or on TCP ``(host, port)``; ``preload`` loads the
-    default model (and runs a warm-up forward) before the first request. A model that
-    cannot be preloaded is logged, and the first edit reports it to the editor."""
+def serve(
+    tcp: tuple[str, int] | None = None,
+    preload: bool = False,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    """Run the server on stdio (default) or on TCP ``(host, port)``. ``defaults`` are
+    settings the editor's own override; ``preload`` loads the model they name (and runs a
+    warm-up forward) before the first request. A model that cannot be preloaded is logged,
+    and the first edit reports it to the editor."""
     output = None if tcp else claim_stdout()
     ls, cad = build_server()
+    cad.settings.update(defaults or {})
     if preload:
         from selector import ModelLoadError
 

@@ -25,11 +25,23 @@ def cmd_serve(
         str | None, typer.Option(help="Listen on HOST:PORT (or PORT) instead of stdio.")
     ] = None,
     preload: Annotated[bool, typer.Option("--preload", help="Load the model at start.")] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Default model (hub id or folder); editor settings win.")
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="Default device: auto, cpu or cuda[:N].")
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Default dtype: auto, float32, float16 or bfloat16.")
+    ] = None,
+    adapter: Annotated[str | None, typer.Option(help="Default adapter folder (cad train).")] = None,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
 ) -> None:
-    """Run the language server (stdio by default); logs never go to stdout."""
+    """Run the language server (stdio by default); logs never go to stdout. --model,
+    --device, --dtype and --adapter are defaults that the editor's settings override; with
+    --preload they name the model loaded before the first request."""
     address = parse_address(tcp) if tcp else None
     from server.serve import serve
 
@@ -38,7 +50,8 @@ def cmd_serve(
     except OSError as exc:
         raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    serve(tcp=address, preload=preload)
+    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter}
+    serve(tcp=address, preload=preload, defaults=defaults)
 
 
 def register(app: typer.Typer) -> None:

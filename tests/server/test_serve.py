@@ -31,6 +31,7 @@ class Client:
         self.messages: list[str] = []
         self.progress_tokens: list = []
         self.progress: list = []
+        self.progress_on: list = []
         self.statuses: list[str] = []
 
         @self.client.feature(lsp.WORKSPACE_APPLY_EDIT)
@@ -49,15 +50,19 @@ class Client:
         @self.client.feature(lsp.PROGRESS)
         def progress(params: lsp.ProgressParams) -> None:
             self.progress.append(params.value)
+            self.progress_on.append(params.token)
 
         @self.client.feature("cad/status")
         def status(params) -> None:
             self.statuses.append(params.state)
 
-    async def start(self, options: dict | None = None, prelude: str = "") -> None:
-        """Start ``cad serve`` (after ``prelude``, Python run first in the server process)."""
+    async def start(
+        self, options: dict | None = None, prelude: str = "", args: tuple[str, ...] = ()
+    ) -> None:
+        """Start ``cad serve`` with ``args`` (after ``prelude``, Python run first in the
+        server process)."""
         await self.client.start_io(
-            sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve"
+            sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve", *args
         )
         await self.client.initialize_async(
             lsp.InitializeParams(
@@ -80,9 +85,11 @@ class Client:
             )
         )
 
-    async def edit(self, argument) -> dict:
+    async def edit(self, argument, work_done_token: str | None = None) -> dict:
         return await self.client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams(command="cad.applyEdit", arguments=[argument])
+            lsp.ExecuteCommandParams(
+                command="cad.applyEdit", arguments=[argument], work_done_token=work_done_token
+            )
         )
 
     async def stop(self) -> None:
@@ -326,6 +333,49 @@ def test_progress_cancel_applies_nothing(slow_model: str) -> None:
         return c, result
 
     c, result = run(scenario())
+    assert result["applied"] is False and result["reason"] == "cancelled"
+    assert c.applied == []
+
+
+def kinds(client: Client) -> list[str]:
+    """The kinds of the progress values received, in order."""
+    return [v["kind"] if isinstance(v, dict) else v.kind for v in client.progress]
+
+
+def test_progress_goes_to_the_clients_own_token() -> None:
+    async def scenario():
+        c = Client()
+        await c.start()
+        c.open(BEFORE)
+        program = format(oracle(BEFORE, AFTER))
+        first = await c.edit({"uri": URI, "instruction": "-", "program": program}, "client-7")
+        c.open(BEFORE, version=2)
+        second = await c.edit({"uri": URI, "instruction": "-", "program": program}, "client-7")
+        await c.stop()
+        return c, first, second
+
+    c, first, second = run(scenario())
+    assert first["applied"] is True and second["applied"] is True
+    assert c.progress_tokens == []
+    assert set(c.progress_on) == {"client-7"}
+    assert kinds(c) == ["begin", "end", "begin", "end"]
+
+
+def test_cancel_on_the_clients_token_applies_nothing(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        await c.start(model_options(slow_model))
+        c.open(LONG)
+        task = asyncio.ensure_future(c.edit({"uri": URI, "instruction": "rename"}, "mine"))
+        while not reported(c):
+            await asyncio.sleep(0.05)
+        c.client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token="mine"))
+        result = await task
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert c.progress_tokens == [] and set(c.progress_on) == {"mine"}
     assert result["applied"] is False and result["reason"] == "cancelled"
     assert c.applied == []
 
@@ -598,6 +648,42 @@ def test_failures_reach_the_editor_with_a_next_step(
     for message in messages:
         assert message in str(error)
     assert after["applied"] is True
+
+
+def test_preloaded_model_serves_the_first_edit_without_loading(slow_model: str) -> None:
+    async def scenario():
+        c = Client()
+        preload = ("--preload", "--model", slow_model, "--device", "cpu", "--dtype", "float32")
+        await c.start({"maxNewTokens": 16, "mode": "program"}, args=preload)
+        c.open(BEFORE)
+        try:
+            result = await c.edit({"uri": URI, "instruction": "fix it"})
+        except JsonRpcException as exc:
+            result = {"error": str(exc)}
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert "editing" in c.statuses and "loading" not in c.statuses
+    assert "budget" in result["error"] if "error" in result else result["stats"]
+    assert c.applied == [] if "error" in result else len(c.applied) == 1
+
+
+def test_failed_preload_keeps_serving_and_names_the_model_on_first_edit() -> None:
+    async def scenario():
+        c = Client()
+        await c.start(args=("--preload", "--model", "/nonexistent/cad-model"))
+        c.open(BEFORE)
+        with pytest.raises(JsonRpcException) as info:
+            await c.edit({"uri": URI, "instruction": "fix it"})
+        program = format(oracle(BEFORE, AFTER))
+        after = await c.edit({"uri": URI, "instruction": "x", "program": program})
+        await c.stop()
+        return c, info.value, after
+
+    c, error, after = run(scenario())
+    assert "/nonexistent/cad-model" in str(error) and "cad.model" in str(error)
+    assert after["applied"] is True and text_after(c, BEFORE) == AFTER
 
 
 class RawServer:
