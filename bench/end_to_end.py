@@ -14,14 +14,7 @@ from pathlib import Path
 from bench.harness import machine, pick_model, spread, synchronize
 from resolver import oracle
 from selector import Decoder, prompt_lookup, regenerate
-from training.datasets import EditExample, load_humanevalpack, load_jsonl
-
-
-def load_corpus(name: str) -> list[EditExample]:
-    """``heval-python``, ``heval-js`` or a JSONL file in the edit schema."""
-    if name.startswith("heval-"):
-        return load_humanevalpack(name.removeprefix("heval-"))
-    return load_jsonl(Path(name))
+from training.datasets import EditExample, load_edits
 
 
 def measure(loaded, decoder: Decoder, example: EditExample) -> dict:
@@ -123,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     loaded = pick_model(args.model, args.device, args.dtype)
     decoder = Decoder(loaded, max_new_tokens=8192)
-    examples = load_corpus(args.corpus)
+    examples = load_edits(args.corpus)
     examples = examples[: args.limit] if args.limit else examples
     measure(loaded, decoder, examples[0])
     rows = []

@@ -19,7 +19,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.end_to_end import load_corpus
 from bench.harness import machine, pick_model, spread, synchronize
 from resolver import oracle
 from selector import (
@@ -33,7 +32,7 @@ from selector import (
 )
 from selector.rewrite import rewrite_forced
 from selector.stats import DecodeResult
-from training.datasets import EditExample, split_by_id
+from training.datasets import EditExample, load_edits, select_split
 
 LABELS = {
     "ar": "AR regeneration",
@@ -184,9 +183,7 @@ def plot(rows: list[dict], names: list[str], title: str, path: Path) -> None:
 def select(examples: list[EditExample], split: str, limit: int) -> list[EditExample]:
     """The ``split`` part of the corpus (``all``, or train/valid/test of ``split_by_id``),
     first ``limit`` edits when ``limit`` is set."""
-    if split != "all":
-        train, valid, test = split_by_id(examples)
-        examples = {"train": train, "valid": valid, "test": test}[split]
+    examples = select_split(examples, split)
     return examples[:limit] if limit else examples
 
 
@@ -214,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(str(exc))
     loaded = pick_model(args.model, args.device, args.dtype)
     decoder = Decoder(loaded, max_new_tokens=8192)
-    examples = select(load_corpus(args.corpus), args.split, args.limit)
+    examples = select(load_edits(args.corpus), args.split, args.limit)
     table = methods(loaded, decoder, configs)
     measure(loaded, table, examples[0])
     rows = []

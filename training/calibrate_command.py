@@ -3,9 +3,7 @@ from decoding traces on an edit corpus (see ``training/calibrate.py`` and docs/r
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,12 +11,11 @@ from typing import Annotated, Any
 import typer
 
 from training.datasets import (
-    HUMANEVALPACK_LANGUAGES,
     DatasetError,
     EditExample,
-    load_humanevalpack,
-    load_jsonl,
+    load_edits,
     split_by_id,
+    write_text_atomic,
 )
 
 
@@ -46,34 +43,13 @@ class Options:
 
 
 def load_corpus(name: str, holdout: bool) -> list[EditExample]:
-    """An edit corpus: a JSONL file in the edit schema, or ``heval-python`` / ``heval-js`` for
-    the bundled HumanEvalPack-Fix; with ``holdout`` its test split is left out."""
-    language = name.removeprefix("heval-")
-    if (
-        name.startswith("heval-")
-        and language in HUMANEVALPACK_LANGUAGES
-        and not Path(name).exists()
-    ):
-        examples = load_humanevalpack(language)
-    else:
-        examples = load_jsonl(Path(name))
+    """The edits ``--data`` names (``load_edits``); with ``holdout`` its test split is left
+    out."""
+    examples = load_edits(name)
     if holdout:
         train, valid, _ = split_by_id(examples)
         examples = train + valid
     return examples
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _encoder(tokenizer: str, model: str, device: str, dtype: str) -> tuple[Any, Any, str]:
@@ -154,7 +130,7 @@ def run(options: Options) -> str:
             ),
             on_budget=lambda row: progress.advance(task),
         )
-    write_atomic(options.out, result.config.to_json())
+    write_text_atomic(options.out, result.config.to_json())
     config = result.config
     chosen_row = next(
         r for r in result.budgets if (r.budget, r.min_reach) == (config.budget, config.min_reach)

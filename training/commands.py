@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from training.datasets import DatasetError, EditExample, load_edits, split_by_id
+from training.datasets import DatasetError, EditExample, load_edits, select_split
 
 stderr = Console(stderr=True, highlight=False)
 DATA_HELP = "A JSONL edit file ({id?, instruction, before, after}), or heval-python / heval-js."
@@ -22,6 +22,19 @@ def fail(message: str) -> NoReturn:
     """One ``error: ...`` line on stderr and exit status 1."""
     print(f"error: {message}", file=sys.stderr)
     raise typer.Exit(1)
+
+
+def counting_bar(label: str) -> Progress:
+    """A transient progress bar on stderr counting steps or edits, with a status field."""
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(bar_width=None),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+    )
 
 
 def cmd_train(
@@ -107,15 +120,7 @@ def cmd_train(
         test_fraction=test_fraction,
     )
     last_step = 0
-    with Progress(
-        TextColumn("[bold]training"),
-        BarColumn(bar_width=None),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeRemainingColumn(),
-        console=stderr,
-        transient=True,
-    ) as bar:
+    with counting_bar("training") as bar:
         task = bar.add_task("train", total=None, status="loading")
 
         def show(report: Report) -> None:
@@ -158,16 +163,6 @@ def cmd_train(
 
 def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
-
-
-def select_split(
-    edits: list[EditExample], split: str, valid: float, test: float
-) -> list[EditExample]:
-    """The part of ``edits`` that ``cad train`` used for ``split`` (``all``: every edit)."""
-    if split == "all":
-        return edits
-    parts = dict(zip(("train", "valid", "test"), split_by_id(edits, valid, test), strict=True))
-    return parts[split]
 
 
 def cmd_eval(
@@ -273,15 +268,7 @@ def _model_eval(
     except ModelLoadError as exc:
         fail(str(exc))
     decoder = Decoder(loaded, max_new_tokens=max_new_tokens, subline=subline)
-    with Progress(
-        TextColumn("[bold]evaluating"),
-        BarColumn(bar_width=None),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeRemainingColumn(),
-        console=stderr,
-        transient=True,
-    ) as bar:
+    with counting_bar("evaluating") as bar:
         task = bar.add_task("eval", total=len(edits), status="")
         exact = 0
 

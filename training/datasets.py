@@ -87,21 +87,25 @@ def load_jsonl(path: str | Path) -> list[EditExample]:
     return examples
 
 
-def write_jsonl(path: str | Path, examples: Iterable[EditExample]) -> None:
-    """Write one row per example, atomically: a temporary file in the same folder, then
-    ``os.replace``, so readers see the old file or the complete new one. Non-ASCII text is
-    escaped, so any line splitter reads the file back correctly."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then
+    ``os.replace``, so readers see the old file or the complete new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("x", encoding="utf-8", newline="\n") as handle:
-            for example in examples:
-                handle.write(json.dumps(asdict(example)) + "\n")
+            handle.write(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_jsonl(path: str | Path, examples: Iterable[EditExample]) -> None:
+    """Write one row per example, atomically (``write_text_atomic``). Non-ASCII text is
+    escaped, so any line splitter reads the file back correctly."""
+    write_text_atomic(path, "".join(json.dumps(asdict(example)) + "\n" for example in examples))
 
 
 def load_humanevalpack(path_or_language: str | Path) -> list[EditExample]:
@@ -140,6 +144,17 @@ def load_edits(data: str | Path) -> list[EditExample]:
     if str(data) in BUILTIN_DATA:
         return load_humanevalpack(BUILTIN_DATA[str(data)])
     return load_jsonl(data)
+
+
+def select_split(
+    edits: list[EditExample], split: str, valid: float = 0.1, test: float = 0.1
+) -> list[EditExample]:
+    """The ``split`` part (``train``, ``valid`` or ``test`` of ``split_by_id``) of ``edits``,
+    or all of them for ``all``: the part ``cad train`` used, for evaluation and benchmarks."""
+    if split == "all":
+        return edits
+    parts = dict(zip(("train", "valid", "test"), split_by_id(edits, valid, test), strict=True))
+    return parts[split]
 
 
 def split_by_id(
