@@ -44,18 +44,6 @@ function activateWith(settings: Record<string, unknown>): void {
   activate(context as unknown as vscode.ExtensionContext);
 }
 
-/** Resolves with the next error message box. */
-function nextError(): Promise<{ message: string; items: string[] }> {
-  return new Promise((resolve) => {
-    fake.answer = (shown) => {
-      if (shown.severity === "error") {
-        resolve(shown);
-      }
-      return undefined;
-    };
-  });
-}
-
 afterEach(async () => {
   await deactivate();
   for (const subscription of subscriptions) {
@@ -72,7 +60,7 @@ describe("activate", () => {
   });
 
   it("explains a server that cannot start, with a fix, in a message and the status bar", async () => {
-    const shown = nextError();
+    const shown = fake.nextError();
     activateWith({ serverCommand: MISSING });
     const { message, items } = await shown;
     expect(message).toMatch(/cannot start the language server .*was not found.*pip install copy-as-decode/);
@@ -84,10 +72,10 @@ describe("activate", () => {
   });
 
   it("restarts the server when cad.serverCommand changes", async () => {
-    const first = nextError();
+    const first = fake.nextError();
     activateWith({ serverCommand: MISSING });
     await first;
-    const second = nextError();
+    const second = fake.nextError();
     fake.configure({ "cad.serverCommand": `${MISSING}2` });
     expect((await second).message).toContain(`${MISSING}2 serve`);
     expect(fake.outputChannels[0].lines).toContain("[cad] cad.serverCommand changed; restarting the server");

@@ -21,18 +21,6 @@ function serverFor(serverCommand: string): { server: CadServer; statuses: Status
   return { server, statuses, output };
 }
 
-/** Resolves with the first error message box. */
-function nextError(): Promise<{ message: string; items: string[] }> {
-  return new Promise((resolve) => {
-    fake.answer = (shown) => {
-      if (shown.severity === "error") {
-        resolve(shown);
-      }
-      return undefined;
-    };
-  });
-}
-
 afterEach(async () => {
   for (const server of servers.splice(0)) {
     await server.stop();
@@ -44,7 +32,7 @@ describe("CadServer when the server cannot start", () => {
   it("says that the executable is missing and how to install it, with buttons to fix it", async () => {
     const missing = path.join(__dirname, "no-such-dir", "cad");
     const { server, statuses } = serverFor(missing);
-    const shown = nextError();
+    const shown = fake.nextError();
     server.start();
     const { message, items } = await shown;
     expect(message).toContain(`cannot start the language server (${missing} serve)`);

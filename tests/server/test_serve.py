@@ -92,6 +92,13 @@ class Client:
             )
         )
 
+    async def try_edit(self, argument) -> dict:
+        """The edit's result, or ``{"error": message}`` when the server answers an error."""
+        try:
+            return await self.edit(argument)
+        except JsonRpcException as exc:
+            return {"error": str(exc)}
+
     async def stop(self) -> None:
         await self.client.shutdown_async(None)
         self.client.exit(None)
@@ -300,10 +307,7 @@ def test_model_edit_reports_progress_and_status(slow_model: str) -> None:
         c = Client()
         await c.start(model_options(slow_model, budget=40))
         c.open(LONG)
-        try:
-            result = await c.edit({"uri": URI, "instruction": "rename"})
-        except JsonRpcException as exc:
-            result = {"error": str(exc)}
+        result = await c.try_edit({"uri": URI, "instruction": "rename"})
         await c.stop()
         return c, result
 
@@ -586,10 +590,7 @@ def test_rewrite_that_spends_its_budget_is_refused(slow_model: str) -> None:
         c = Client()
         await c.start(model_options(slow_model, budget=budget, mode="rewrite"))
         c.open(REGION_DOCUMENT)
-        try:
-            result = await c.edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
-        except JsonRpcException as exc:
-            result = {"error": str(exc)}
+        result = await c.try_edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
         await c.stop()
         return c, result
 
@@ -656,17 +657,18 @@ def test_preloaded_model_serves_the_first_edit_without_loading(slow_model: str) 
         preload = ("--preload", "--model", slow_model, "--device", "cpu", "--dtype", "float32")
         await c.start({"maxNewTokens": 16, "mode": "program"}, args=preload)
         c.open(BEFORE)
-        try:
-            result = await c.edit({"uri": URI, "instruction": "fix it"})
-        except JsonRpcException as exc:
-            result = {"error": str(exc)}
+        result = await c.try_edit({"uri": URI, "instruction": "fix it"})
         await c.stop()
         return c, result
 
     c, result = run(scenario())
     assert "editing" in c.statuses and "loading" not in c.statuses
-    assert "budget" in result["error"] if "error" in result else result["stats"]
-    assert c.applied == [] if "error" in result else len(c.applied) == 1
+    if "error" in result:
+        assert "budget" in result["error"]
+        assert c.applied == []
+    else:
+        assert result["stats"]
+        assert len(c.applied) == 1
 
 
 def test_failed_preload_keeps_serving_and_names_the_model_on_first_edit() -> None:

@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
+from server.cli import app
 from training import DatasetError, load_jsonl
-from training.dataset_commands import register
 from training.git_history import history_edits
 
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -131,22 +130,11 @@ def test_not_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
         history_edits(tmp_path / "missing")
 
 
-def cli() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """The cad app."""
-
-    register(app)
-    return app
-
-
 def test_cad_data_git_writes_the_edits(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     path, _ = repo
     out = tmp_path / "history.jsonl"
     args = ["data", "git", str(path), "--out", str(out), "--include", "*.py"]
-    result = CliRunner().invoke(cli(), args)
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert load_jsonl(out) == history_edits(path, include=["*.py"])
     assert result.stderr == f"wrote 2 edits of 1 files to {out}\n"
@@ -169,7 +157,7 @@ def test_cad_data_git_errors_are_one_line(
     folder = repo[0] if target == "repo" else tmp_path / target
     folder.mkdir(exist_ok=True)
     out = tmp_path / "history.jsonl"
-    result = CliRunner().invoke(cli(), ["data", "git", str(folder), "--out", str(out), *extra])
+    result = CliRunner().invoke(app, ["data", "git", str(folder), "--out", str(out), *extra])
     assert result.exit_code == 1
     assert result.stderr.startswith(message.format(folder=folder))
     assert result.stderr.count("\n") == 1

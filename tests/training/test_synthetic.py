@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from resolver import oracle, resolve
+from server.cli import app
 from training import DatasetError, load_jsonl
-from training.dataset_commands import register
 from training.synthetic import FAMILIES, SyntheticEdit, edit_file, generate, parse_unit, synthesize
 
 INVENTORY_PY = '''\
@@ -484,22 +483,11 @@ def test_bad_paths_raise_one_line_errors(tmp_path: Path) -> None:
         synthesize([tmp_path / "notes.txt"], per_file=1, seed=0)
 
 
-def cli() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """The cad app."""
-
-    register(app)
-    return app
-
-
 def test_cad_data_synth_writes_jsonl_and_a_summary(sources: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "synthetic.jsonl"
     runner = CliRunner()
     args = ["data", "synth", str(sources), "--out", str(out), "--per-file", "3", "--seed", "5"]
-    result = runner.invoke(cli(), [*args, "--family", "add-parameter", "--family", "wrap-try"])
+    result = runner.invoke(app, [*args, "--family", "add-parameter", "--family", "wrap-try"])
     assert result.exit_code == 0, result.output
     written = load_jsonl(out)
     expected = synthesize([sources], per_file=3, seed=5, families=["add-parameter", "wrap-try"])
@@ -511,7 +499,7 @@ def test_cad_data_synth_writes_jsonl_and_a_summary(sources: Path, tmp_path: Path
         result.stderr,
     )
 
-    listed = runner.invoke(cli(), ["data", "synth", "--list-families"])
+    listed = runner.invoke(app, ["data", "synth", "--list-families"])
     assert listed.exit_code == 0
     assert [line.split()[0] for line in listed.stdout.splitlines()] == list(FAMILIES)
 
@@ -530,7 +518,7 @@ def test_cad_data_synth_errors_are_one_line(
 ) -> None:
     out = tmp_path / "x.jsonl"
     command = [arg.format(src=sources, out=out) for arg in args]
-    result = CliRunner().invoke(cli(), ["data", "synth", *command])
+    result = CliRunner().invoke(app, ["data", "synth", *command])
     assert result.exit_code == 1
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
     assert not out.exists()

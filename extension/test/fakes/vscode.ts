@@ -651,6 +651,18 @@ export const fake = {
     return handler;
   },
 
+  /** Resolves with the next error message box shown (it answers every message with nothing). */
+  nextError(): Promise<ShownMessage> {
+    return new Promise((resolve) => {
+      this.answer = (shown) => {
+        if (shown.severity === "error") {
+          resolve(shown);
+        }
+        return undefined;
+      };
+    });
+  },
+
   /** Forget documents, settings, answers and records (between tests); registrations stay until disposed. */
   reset(): void {
     for (const document of this.documents) {
