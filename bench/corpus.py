@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from training.datasets import EditExample, load_humanevalpack, write_jsonl
+from cad.training.datasets import EditExample, load_humanevalpack, write_jsonl
 
 DEFAULT_CACHE = Path.home() / ".cache" / "cad" / "releases"
 REPOSITORY = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ oracle program, then how much of each corpus's gold output a program can copy.
         --tokenizer tests/fixtures/tokenizers/qwen2 [--kernel-speedup 10] \
         [--out-md FILE] [--out-json FILE]
 
-The statistics are those of ``cad analyze`` (``resolver.analyze_edit`` per edit, pooled by
-``resolver.coverage.summarize``). Exits 1 when any program fails to round-trip.
+The statistics are those of ``cad analyze`` (``cad.resolver.analyze_edit`` per edit, pooled by
+``cad.resolver.coverage.summarize``). Exits 1 when any program fails to round-trip.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from resolver import analyze_edit, format_program, oracle, parse, resolve
-from resolver.coverage import DEFAULT_SWEEP, summarize
-from server.files import UserError
-from server.program_commands import load_tokenizer_pieces
-from training.datasets import EditExample, load_jsonl
+from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
+from cad.resolver.coverage import DEFAULT_SWEEP, summarize
+from cad.server.files import UserError
+from cad.server.program_commands import load_tokenizer_pieces
+from cad.training.datasets import EditExample, load_jsonl
 
 GRANULARITIES = ("line", "subline")
 

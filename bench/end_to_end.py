@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 
 from bench.harness import machine, pick_model, spread, synchronize
-from resolver import oracle
-from selector import Decoder, prompt_lookup, regenerate
-from training.datasets import EditExample, load_edits
+from cad.resolver import oracle
+from cad.selector import Decoder, prompt_lookup, regenerate
+from cad.training.datasets import EditExample, load_edits
 
 
 def measure(loaded, decoder: Decoder, example: EditExample) -> dict:

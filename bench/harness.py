@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from selector import LoadedModel, load_model
-from selector.architectures import ARCHITECTURES, random_init
+from cad.selector import LoadedModel, load_model
+from cad.selector.architectures import ARCHITECTURES, random_init
 
 QWEN2_TOKENIZER = (
     Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tokenizers" / "qwen2"

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from bench.harness import machine, pick_model, spread, synchronize
-from selector import kv
+from cad.selector import kv
 
 DEFAULT_SPANS = (8, 16, 32, 64, 128, 256, 512)
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-import grammar.cfg as cfg
-from grammar.cfg.builtin_grammars import FUNQL, JSON
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.json_schema import schema_to_rules
-from grammar.vocab import Vocabulary
+import cad.grammar.cfg as cfg
+from cad.grammar.cfg.builtin_grammars import FUNQL, JSON
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.json_schema import schema_to_rules
+from cad.grammar.vocab import Vocabulary
 
 DATA = Path(os.environ.get("CAD_JSONSCHEMABENCH", "/work/shared/data/jsonschemabench"))
 TOKENIZERS = Path(__file__).parents[1] / "tests" / "fixtures" / "tokenizers"

@@ -13,11 +13,11 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from grammar.cfg.builtin_grammars import ARITHMETIC, FUNQL, JSON
-from grammar.cfg.earley import EarleyAutomaton
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.grammar_ir import lower
-from grammar.cfg.transforms import simplify
+from cad.grammar.cfg.builtin_grammars import ARITHMETIC, FUNQL, JSON
+from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.grammar_ir import lower
+from cad.grammar.cfg.transforms import simplify
 
 
 def long_inputs(scale: int) -> dict[str, tuple[str, bytes]]:

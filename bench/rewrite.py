@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import machine, pick_model, spread, synchronize
-from resolver import oracle
-from selector import (
+from cad.resolver import oracle
+from cad.selector import (
     Decoder,
     DraftConfig,
     DraftConfigError,
@@ -30,9 +30,9 @@ from selector import (
     prompt_lookup,
     regenerate,
 )
-from selector.rewrite import rewrite_forced
-from selector.stats import DecodeResult
-from training.datasets import EditExample, load_edits, select_split
+from cad.selector.rewrite import rewrite_forced
+from cad.selector.stats import DecodeResult
+from cad.training.datasets import EditExample, load_edits, select_split
 
 LABELS = {
     "ar": "AR regeneration",

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from bench.harness import machine, pick_model, spread
-from training.train import StepReport, TrainConfig, train
+from cad.training.train import StepReport, TrainConfig, train
 
 
 def save_random_model(name: str, folder: Path, dtype: str) -> Path:

@@ -1,8 +1,8 @@
 """The token-level program FSM: only canonical programs valid for *this* document get through.
 
 The automaton runs over bytes (tokens are byte strings and may split UTF-8 characters); its
-states and transitions are in :mod:`grammar.program_states`, the per-tokenizer tables in
-:mod:`grammar.program_index`. Between ops it matches an opener, reads line and column
+states and transitions are in :mod:`cad.grammar.program_states`, the per-tokenizer tables in
+:mod:`cad.grammar.program_index`. Between ops it matches an opener, reads line and column
 numbers bounded by the document (``1 <= i <= j <= n``, columns within their line, no leading
 zeros), forces the literals, takes any valid UTF-8 in a gen body until ``</gen>``, and after
 ``</program>`` only the end-of-sequence token.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from grammar.program_index import ProgramTokenIndex
-from grammar.program_states import (
+from cad.grammar.program_index import ProgramTokenIndex
+from cad.grammar.program_states import (
     AWAIT,
     COPY_LINES,
     END,
@@ -32,7 +32,7 @@ from grammar.program_states import (
     smallest_continuation,
     smallest_number_suffix,
 )
-from resolver import Gen, Op, unescape_gen_text
+from cad.resolver import Gen, Op, unescape_gen_text
 
 __all__ = ["ProgramMatcher", "ProgramTokenIndex"]
 
@@ -48,7 +48,7 @@ class _Snapshot:
 
 
 class ProgramMatcher:
-    """The program FSM as a :class:`grammar.Matcher` for one document.
+    """The program FSM as a :class:`cad.grammar.Matcher` for one document.
 
     ``line_widths[k]`` is the number of characters of line k+1, terminator included (each at
     least 1); with ``subline=True`` the ``<copy span="L:C-L:C"/>`` form is allowed too.

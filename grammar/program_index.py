@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from grammar.program_states import (
+from cad.grammar.program_states import (
     DIGITS,
     END,
     GEN_CLOSE,
@@ -25,7 +25,7 @@ from grammar.program_states import (
     representative_state,
     utf8_step,
 )
-from grammar.vocab import Vocabulary
+from cad.grammar.vocab import Vocabulary
 
 _MAX_DIGIT_TOKEN = 18
 

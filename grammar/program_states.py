@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from resolver import CopyLines, CopySpan, Op
+from cad.resolver import CopyLines, CopySpan, Op
 
 COPY_LINES = b'<copy lines="'
 COPY_SPAN = b'<copy span="'

@@ -6,11 +6,11 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from resolver.document import Document
-from resolver.oracle import Granularity, Pieces, oracle
-from resolver.program import Gen, Program
-from resolver.resolve import op_text
-from resolver.syntax import format_program
+from cad.resolver.document import Document
+from cad.resolver.oracle import Granularity, Pieces, oracle
+from cad.resolver.program import Gen, Program
+from cad.resolver.resolve import op_text
+from cad.resolver.syntax import format_program
 
 DEFAULT_SWEEP = (1, 2, 4, 8, 16, 32)
 

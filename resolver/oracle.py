@@ -6,9 +6,9 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from resolver.cover import CopySegment, minimal_cover
-from resolver.document import Document, split_lines
-from resolver.program import CopyLines, CopySpan, Gen, Op, Program
+from cad.resolver.cover import CopySegment, minimal_cover
+from cad.resolver.document import Document, split_lines
+from cad.resolver.program import CopyLines, CopySpan, Gen, Op, Program
 
 Granularity = Literal["line", "subline"]
 Pieces = Callable[[str], Sequence[tuple[int, int]]]

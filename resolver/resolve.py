@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from resolver.document import Document
-from resolver.program import CopyLines, CopySpan, Gen, Op, Program, ProgramError
-from resolver.syntax import format_op
+from cad.resolver.document import Document
+from cad.resolver.program import CopyLines, CopySpan, Gen, Op, Program, ProgramError
+from cad.resolver.syntax import format_op
 
 
 def op_text(op: Op, document: Document, op_index: int = 0) -> str:

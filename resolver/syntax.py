@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from resolver.program import CopyLines, CopySpan, Gen, Op, Program, ProgramError
+from cad.resolver.program import CopyLines, CopySpan, Gen, Op, Program, ProgramError
 
 COPY_LINES_OPEN = '<copy lines="'
 COPY_SPAN_OPEN = '<copy span="'

@@ -1,15 +1,15 @@
 """Model runtime: loading, prompts, constrained program decoding, parallel-prefill copies, and
-rewrite mode with calibrated draft graphs (``selector.rewrite``)."""
+rewrite mode with calibrated draft graphs (``cad.selector.rewrite``)."""
 
-from selector.baselines import prompt_lookup, regenerate
-from selector.decoder import Decoder, decode_forced
-from selector.draft_config import DraftConfig, DraftConfigError, load_draft_config
-from selector.errors import Cancelled, ContextTooLongError, ModelLoadError
-from selector.generate import generate_constrained
-from selector.loading import DEFAULT_MODEL, LoadedModel, load_model
-from selector.sampling import Sampling
-from selector.stats import DecodeResult, DecodeStats, Progress
-from selector.tape import ProgramTape, follow_program
+from cad.selector.baselines import prompt_lookup, regenerate
+from cad.selector.decoder import Decoder, decode_forced
+from cad.selector.draft_config import DraftConfig, DraftConfigError, load_draft_config
+from cad.selector.errors import Cancelled, ContextTooLongError, ModelLoadError
+from cad.selector.generate import generate_constrained
+from cad.selector.loading import DEFAULT_MODEL, LoadedModel, load_model
+from cad.selector.sampling import Sampling
+from cad.selector.stats import DecodeResult, DecodeStats, Progress
+from cad.selector.tape import ProgramTape, follow_program
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from selector.loading import LoadedModel, pick_device, pick_dtype
+from cad.selector.loading import LoadedModel, pick_device, pick_dtype
 
 ARCHITECTURES: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b": dict(

@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from resolver import Document
-from selector import kv
-from selector.loading import LoadedModel
-from selector.prompt import rewrite_prompt
-from selector.stats import DecodeResult, DecodeStats
+from cad.resolver import Document
+from cad.selector import kv
+from cad.selector.loading import LoadedModel
+from cad.selector.prompt import rewrite_prompt
+from cad.selector.stats import DecodeResult, DecodeStats
 
 
 def _start(loaded: LoadedModel, document: str, instruction: str, target: str, mode: str):

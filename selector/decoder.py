@@ -14,15 +14,15 @@ from typing import Any
 
 import torch
 
-from grammar import ProgramTokenIndex
-from resolver import CopySpan, Document, Program, format_program, resolve
-from selector import kv
-from selector.errors import Cancelled, ContextTooLongError
-from selector.loading import LoadedModel
-from selector.prompt import program_prompt
-from selector.sampling import Sampling, choose_token
-from selector.stats import DecodeResult, Progress
-from selector.tape import ProgramTape
+from cad.grammar import ProgramTokenIndex
+from cad.resolver import CopySpan, Document, Program, format_program, resolve
+from cad.selector import kv
+from cad.selector.errors import Cancelled, ContextTooLongError
+from cad.selector.loading import LoadedModel
+from cad.selector.prompt import program_prompt
+from cad.selector.sampling import Sampling, choose_token
+from cad.selector.stats import DecodeResult, Progress
+from cad.selector.tape import ProgramTape
 
 ProgressCallback = Callable[[Progress], None]
 

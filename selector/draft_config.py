@@ -139,7 +139,7 @@ def load_draft_config(path: str | Path | None = None) -> DraftConfig:
     """Read a configuration from ``path``, or the calibrated default shipped in the package;
     a file that cannot be read or parsed raises ``DraftConfigError`` naming it."""
     if path is None:
-        text = resources.files("selector").joinpath(DEFAULT_CONFIG).read_text(encoding="utf-8")
+        text = resources.files("cad.selector").joinpath(DEFAULT_CONFIG).read_text(encoding="utf-8")
         return DraftConfig.from_json(text)
     try:
         text = Path(path).read_text(encoding="utf-8")

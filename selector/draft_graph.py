@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from selector.draft_config import DraftConfig
-from selector.drafting import Candidate
+from cad.selector.draft_config import DraftConfig
+from cad.selector.drafting import Candidate
 
 
 @dataclass

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from selector.draft_config import DraftConfig, source_key
+from cad.selector.draft_config import DraftConfig, source_key
 
 
 @dataclass(frozen=True)

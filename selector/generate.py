@@ -1,4 +1,4 @@
-"""Rewrite-mode generation under any :class:`grammar.Matcher` (a CFG, a JSON schema, ...)."""
+"""Rewrite-mode generation under any :class:`cad.grammar.Matcher` (a CFG, a JSON schema, ...)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import time
 
 import torch
 
-from grammar import Matcher, Vocabulary
-from resolver import Document
-from selector import kv
-from selector.errors import Cancelled
-from selector.loading import LoadedModel
-from selector.prompt import rewrite_prompt
-from selector.sampling import Sampling, choose_token
-from selector.stats import DecodeResult, DecodeStats
+from cad.grammar import Matcher, Vocabulary
+from cad.resolver import Document
+from cad.selector import kv
+from cad.selector.errors import Cancelled
+from cad.selector.loading import LoadedModel
+from cad.selector.prompt import rewrite_prompt
+from cad.selector.sampling import Sampling, choose_token
+from cad.selector.stats import DecodeResult, DecodeStats
 
 
 def generate_constrained(

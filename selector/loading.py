@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from selector.errors import ModelLoadError
+from cad.selector.errors import ModelLoadError
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from resolver import Document
+from cad.resolver import Document
 
 SYSTEM = (
     "You edit a document by writing a program over its numbered lines. Ops, one per line:\n"

@@ -19,17 +19,17 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from resolver import Document
-from selector import kv
-from selector.draft_config import DraftConfig, load_draft_config
-from selector.draft_graph import DraftGraph, build_graph, prune
-from selector.drafting import Candidate, Drafter
-from selector.errors import Cancelled, ContextTooLongError
-from selector.loading import LoadedModel
-from selector.prompt import rewrite_prompt
-from selector.sampling import Sampling
-from selector.stats import DecodeResult, DecodeStats, Progress
-from selector.tree_verify import NodeLogits, keep_path, verify_graph
+from cad.resolver import Document
+from cad.selector import kv
+from cad.selector.draft_config import DraftConfig, load_draft_config
+from cad.selector.draft_graph import DraftGraph, build_graph, prune
+from cad.selector.drafting import Candidate, Drafter
+from cad.selector.errors import Cancelled, ContextTooLongError
+from cad.selector.loading import LoadedModel
+from cad.selector.prompt import rewrite_prompt
+from cad.selector.sampling import Sampling
+from cad.selector.stats import DecodeResult, DecodeStats, Progress
+from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
 _FENCE = re.compile(r"\s*(`{3,})[^\n`]*\n(.*)\1\s*", re.DOTALL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from resolver import Program
+from cad.resolver import Program
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grammar import ProgramMatcher, ProgramTokenIndex
-from resolver import CopySpan, Document, Gen, IncrementalResolver, Program, format_program
-from selector.stats import DecodeStats, Progress
+from cad.grammar import ProgramMatcher, ProgramTokenIndex
+from cad.resolver import CopySpan, Document, Gen, IncrementalResolver, Program, format_program
+from cad.selector.stats import DecodeStats, Progress
 
 
 def count_lines(text: str) -> int:

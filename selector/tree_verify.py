@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from selector import kv
-from selector.draft_graph import DraftGraph
+from cad.selector import kv
+from cad.selector.draft_graph import DraftGraph
 
 
 @torch.inference_mode()

@@ -6,11 +6,11 @@ import sys
 
 import typer
 
-from resolver import ProgramError
-from server import edit_command, program_commands, serve_command
-from server.files import UserError
-from training import calibrate_command, dataset_commands
-from training import commands as training_commands
+from cad.resolver import ProgramError
+from cad.server import edit_command, program_commands, serve_command
+from cad.server.files import UserError
+from cad.training import calibrate_command, dataset_commands
+from cad.training import commands as training_commands
 
 app = typer.Typer(
     name="cad",

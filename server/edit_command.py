@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from resolver import Program, parse, resolve, split_lines
-from server.files import UserError, read_text, write_atomic
+from cad.resolver import Program, parse, resolve, split_lines
+from cad.server.files import UserError, read_text, write_atomic
 
 stderr = Console(stderr=True)
 
@@ -181,7 +181,7 @@ def cmd_edit(
     grammar_source = read_text(grammar) if grammar is not None else None
     drafts = _draft_config(draft_config) if mode is EditMode.rewrite else None
 
-    from selector import (
+    from cad.selector import (
         DEFAULT_MODEL,
         Cancelled,
         ContextTooLongError,
@@ -220,7 +220,7 @@ def cmd_edit(
             with stderr.status(f"regenerating with {baseline.value}"):
                 result = run(loaded, document, instr, target_text)
         elif mode is EditMode.rewrite:
-            from selector.rewrite import rewrite
+            from cad.selector.rewrite import rewrite
 
             with _progress_bar("rewriting", "forwards", "lines drafted") as show:
                 result = rewrite(
@@ -296,7 +296,7 @@ def _draft_config(path: Path | None) -> Any:
     file is a one-line error."""
     if path is None:
         return None
-    from selector.draft_config import DraftConfigError, load_draft_config
+    from cad.selector.draft_config import DraftConfigError, load_draft_config
 
     try:
         return load_draft_config(path)
@@ -306,7 +306,7 @@ def _draft_config(path: Path | None) -> Any:
 
 def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):
     """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error."""
-    import grammar as masking
+    from cad import grammar as masking
 
     try:
         return masking.compile(

@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from resolver import analyze_edit, format_program, oracle, parse, resolve
-from resolver.coverage import DEFAULT_SWEEP, summarize
-from server.files import UserError, read_text
+from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
+from cad.resolver.coverage import DEFAULT_SWEEP, summarize
+from cad.server.files import UserError, read_text
 
 
 def cmd_oracle(

@@ -26,9 +26,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from resolver import Document, ProgramError, format_program, parse, resolve
-from server.snap import language_of, snap_lines
-from server.text_edits import text_edits
+from cad.resolver import Document, ProgramError, format_program, parse, resolve
+from cad.server.snap import language_of, snap_lines
+from cad.server.text_edits import text_edits
 
 log = logging.getLogger("cad.serve")
 CONVERTER = get_converter()
@@ -165,7 +165,7 @@ class CadServer:
     def model(self) -> Any:
         """The configured model, loading it first (worker thread) when it is not loaded yet
         or the model settings changed."""
-        from selector import load_model
+        from cad.selector import load_model
 
         key = self.settings.model_key()
         if self.needs_loading():
@@ -468,7 +468,7 @@ def _decide(
 def _decode(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome | None:
     """The model's edit of the region, in program or rewrite mode, or ``None`` if cancelled;
     raises when it failed or spent its whole budget."""
-    from selector import Cancelled
+    from cad.selector import Cancelled
 
     try:
         return _run_model(cad, job, flag, report)
@@ -477,8 +477,8 @@ def _decode(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Out
 
 
 def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome:
-    from selector import Decoder
-    from selector.rewrite import rewrite
+    from cad.selector import Decoder
+    from cad.selector.rewrite import rewrite
 
     if cad.needs_loading():
         cad.status("loading", cad.settings.model)
@@ -521,7 +521,7 @@ def failure(exc: Exception, settings: Settings) -> JsonRpcException:
             f"{exc}; fix the program (its line numbers count from the first line of the "
             "range, or of the document without one)"
         )
-    from selector import ContextTooLongError, ModelLoadError
+    from cad.selector import ContextTooLongError, ModelLoadError
 
     if isinstance(exc, BudgetSpent | ContextTooLongError):
         return JsonRpcInternalError(str(exc))
@@ -602,7 +602,7 @@ def serve(
     ls, cad = build_server()
     cad.settings.update(defaults or {})
     if preload:
-        from selector import ModelLoadError
+        from cad.selector import ModelLoadError
 
         try:
             cad.model()

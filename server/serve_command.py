@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from server.files import UserError
+from cad.server.files import UserError
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -43,7 +43,7 @@ def cmd_serve(
     --device, --dtype and --adapter are defaults that the editor's settings override; with
     --preload they name the model loaded before the first request."""
     address = parse_address(tcp) if tcp else None
-    from server.serve import serve
+    from cad.server.serve import serve
 
     try:
         handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)

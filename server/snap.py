@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from tree_sitter import Language, Node, Parser
 
-from resolver import Document
+from cad.resolver import Document
 
 _LANGUAGE_IDS = {
     "python": "python",

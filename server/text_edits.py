@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types as lsp
 
-from resolver import Document
+from cad.resolver import Document
 
 
 @dataclass(frozen=True)

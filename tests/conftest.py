@@ -44,7 +44,7 @@ def llama3_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory):
     """A loaded 2-layer random Qwen2 model with the real Qwen2 tokenizer, on CPU."""
-    from selector import load_model
+    from cad.selector import load_model
     from tests.tiny_model import make_tiny_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-qwen"), "qwen2")
@@ -54,7 +54,7 @@ def tiny_qwen(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
     """A loaded 2-layer random Llama model with the real Llama-3 tokenizer, on CPU."""
-    from selector import load_model
+    from cad.selector import load_model
     from tests.tiny_model import make_tiny_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-llama"), "llama3")

@@ -1,6 +1,6 @@
 """Datasets, span-selector training and evaluation."""
 
-from training.datasets import (
+from cad.training.datasets import (
     DatasetError,
     EditExample,
     content_id,

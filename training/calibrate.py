@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from selector.draft_config import (
+from cad.selector.draft_config import (
     SOURCE_KINDS,
     STATES,
     DraftConfig,
@@ -43,10 +43,10 @@ from selector.draft_config import (
     source_key,
     state_name,
 )
-from selector.draft_graph import build_graph, prune
-from selector.drafting import Candidate, Drafter
-from selector.rewrite import DraftStep
-from training.datasets import EditExample
+from cad.selector.draft_graph import build_graph, prune
+from cad.selector.drafting import Candidate, Drafter
+from cad.selector.rewrite import DraftStep
+from cad.training.datasets import EditExample
 
 TRACE_CONFIG = DraftConfig(
     draft_length=512,
@@ -197,9 +197,9 @@ def model_trace(
 ) -> Trace:
     """A trace from real rewrite decoding with ``loaded``: forced to the gold file, or with
     ``greedy`` the model's own output; top-k branches are traced in both."""
-    from resolver import Document
-    from selector.prompt import rewrite_prompt
-    from selector.rewrite import draft_stop, speculate
+    from cad.resolver import Document
+    from cad.selector.prompt import rewrite_prompt
+    from cad.selector.rewrite import draft_stop, speculate
 
     tokenizer = loaded.tokenizer
     document = tokenizer.encode(example.before, add_special_tokens=False)

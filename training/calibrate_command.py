@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from training.datasets import (
+from cad.training.datasets import (
     DatasetError,
     EditExample,
     load_edits,
@@ -55,7 +55,7 @@ def load_corpus(name: str, holdout: bool) -> list[EditExample]:
 def _encoder(tokenizer: str, model: str, device: str, dtype: str) -> tuple[Any, Any, str]:
     """``(tokenizer, loaded model or None, description)`` for the chosen trace source."""
     if model:
-        from selector import ModelLoadError, load_model
+        from cad.selector import ModelLoadError, load_model
 
         try:
             loaded = load_model(model, device=device, dtype=dtype)
@@ -80,7 +80,7 @@ def run(options: Options) -> str:
     from rich.console import Console
     from rich.progress import Progress
 
-    from training.calibrate import calibrate, model_trace, replay_trace
+    from cad.training.calibrate import calibrate, model_trace, replay_trace
 
     if options.greedy and not options.model:
         raise CalibrateError("--greedy follows a model's own output; give --model too")

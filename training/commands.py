@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from training.datasets import DatasetError, EditExample, load_edits, select_split
+from cad.training.datasets import DatasetError, EditExample, load_edits, select_split
 
 stderr = Console(stderr=True, highlight=False)
 DATA_HELP = "A JSONL edit file ({id?, instruction, before, after}), or heval-python / heval-js."
@@ -82,7 +82,7 @@ def cmd_train(
 
     The adapter lands in OUT and loads with `cad edit --adapter OUT` and the server's
     `adapter` setting."""
-    from training.train import (
+    from cad.training.train import (
         CheckpointReport,
         Report,
         StepReport,
@@ -215,7 +215,7 @@ def cmd_eval(
 def _perturbation(
     edits: list[EditExample], eps: list[int], trials: int, seed: int, as_json: bool
 ) -> None:
-    from training.perturb import perturbation_study
+    from cad.training.perturb import perturbation_study
 
     if any(value < 0 for value in eps):
         fail("--perturb takes a number of lines, 0 or more")
@@ -257,8 +257,8 @@ def _model_eval(
     as_json: bool,
     rows: bool,
 ) -> None:
-    from selector import Cancelled, Decoder, ModelLoadError, load_model
-    from training.evaluate import evaluate
+    from cad.selector import Cancelled, Decoder, ModelLoadError, load_model
+    from cad.training.evaluate import evaluate
 
     try:
         with stderr.status(f"loading {model}"):

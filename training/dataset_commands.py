@@ -9,7 +9,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from training.datasets import DatasetError, EditExample, write_jsonl
+from cad.training.datasets import DatasetError, EditExample, write_jsonl
 
 data_app = typer.Typer(
     help="Build edit datasets: JSONL files of {id, instruction, before, after}.",
@@ -46,7 +46,7 @@ def cmd_synth(
 ) -> None:
     """Synthetic edits of real code (renames, parameters, docstrings, constants, deleted
     statements, try blocks) with templated instructions, for warm-up training."""
-    from training.synthetic import FAMILIES, generate
+    from cad.training.synthetic import FAMILIES, generate
 
     if list_families:
         width = max(len(name) for name in FAMILIES)
@@ -87,7 +87,7 @@ def cmd_git(
 ) -> None:
     """Edits from single-file commits: the commit subject is the instruction, the file at
     the parent and at the commit are before and after."""
-    from training.git_history import history_edits
+    from cad.training.git_history import history_edits
 
     try:
         edits = history_edits(

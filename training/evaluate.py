@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from resolver import CopyLines, CopySpan, Document, Program, op_text, oracle
-from selector import Cancelled, ContextTooLongError, Decoder, LoadedModel, regenerate
-from training.datasets import EditExample
-from training.scoring import Endpoints, share
+from cad.resolver import CopyLines, CopySpan, Document, Program, op_text, oracle
+from cad.selector import Cancelled, ContextTooLongError, Decoder, LoadedModel, regenerate
+from cad.training.datasets import EditExample
+from cad.training.scoring import Endpoints, share
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Training examples built by the decoder's own code path.
 
 An edit becomes ``prompt_ids + tape.tokens``: the prompt the decoder sends, then the tape it
-appends when it follows the edit's oracle program (``selector.follow_program``). Only the
+appends when it follows the edit's oracle program (``cad.selector.follow_program``). Only the
 tokens the model decides are supervised; forced structural literals and the echoed text of
 copies get label ``-100``, so the model is never trained to predict what the decoder supplies.
 """
@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from grammar import ProgramTokenIndex
-from resolver import Document, oracle
-from resolver.oracle import Granularity
-from selector import LoadedModel, follow_program
-from selector.prompt import program_prompt
-from training.datasets import EditExample
+from cad.grammar import ProgramTokenIndex
+from cad.resolver import Document, oracle
+from cad.resolver.oracle import Granularity
+from cad.selector import LoadedModel, follow_program
+from cad.selector.prompt import program_prompt
+from cad.training.datasets import EditExample
 
 IGNORE = -100
 """The label of a position that is not supervised (PyTorch's cross-entropy ignore index)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from training.datasets import DatasetError, EditExample
+from cad.training.datasets import DatasetError, EditExample
 
 MAX_BYTES = 100_000
 SHORT_HASH = 12

@@ -13,9 +13,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from resolver import CopyLines, Document, Program, ProgramError, oracle, resolve
-from training.datasets import EditExample
-from training.scoring import Endpoints, share
+from cad.resolver import CopyLines, Document, Program, ProgramError, oracle, resolve
+from cad.training.datasets import EditExample
+from cad.training.scoring import Endpoints, share
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from resolver import CopyLines, Program
+from cad.resolver import CopyLines, Program
 
 
 def share(part: int | float, whole: int | float) -> float:

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from resolver.oracle import Granularity
-from training.datasets import load_edits, split_by_id
-from training.examples import (
+from cad.resolver.oracle import Granularity
+from cad.training.datasets import load_edits, split_by_id
+from cad.training.examples import (
     IGNORE,
     ExampleBuilder,
     TrainingExample,
@@ -136,8 +136,8 @@ def load_trainable(config: TrainConfig, adapter: Path | None = None) -> tuple[An
     from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from selector.errors import ModelLoadError
-    from selector.loading import pick_device, pick_dtype
+    from cad.selector.errors import ModelLoadError
+    from cad.selector.loading import pick_device, pick_dtype
 
     try:
         device = pick_device(config.device)
@@ -305,7 +305,7 @@ def prepare_data(
 ) -> tuple[list[TrainingExample], list[TrainingExample], list[str]]:
     """Train and validation examples (the test part of the split is left out) and the ids
     skipped as longer than ``max_tokens``."""
-    from grammar import ProgramTokenIndex
+    from cad.grammar import ProgramTokenIndex
 
     edits = load_edits(config.data)
     train_edits, valid_edits, _ = split_by_id(edits, config.valid_fraction, config.test_fraction)

@@ -14,19 +14,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from grammar.cfg.automaton import ByteAutomaton
-from grammar.cfg.dpda import DpdaAutomaton
-from grammar.cfg.earley import EarleyAutomaton
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.grammar_ir import Grammar, lower
-from grammar.cfg.json_schema import schema_to_rules
-from grammar.cfg.lr1 import NotLr1, build_lr1
-from grammar.cfg.matcher import CfgMatcher
-from grammar.cfg.token_masks import MaskComputer
-from grammar.cfg.token_table import TokenTable
-from grammar.cfg.transforms import simplify
-from grammar.vocab import Vocabulary
+from cad.grammar.cfg.automaton import ByteAutomaton
+from cad.grammar.cfg.dpda import DpdaAutomaton
+from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.grammar_ir import Grammar, lower
+from cad.grammar.cfg.json_schema import schema_to_rules
+from cad.grammar.cfg.lr1 import NotLr1, build_lr1
+from cad.grammar.cfg.matcher import CfgMatcher
+from cad.grammar.cfg.token_masks import MaskComputer
+from cad.grammar.cfg.token_table import TokenTable
+from cad.grammar.cfg.transforms import simplify
+from cad.grammar.vocab import Vocabulary
 
 EngineName = Literal["earley", "dpda"]
 
@@ -49,7 +49,7 @@ class CompiledGrammar:
     details: dict[str, Any] = field(default_factory=dict)
 
     def matcher(self) -> CfgMatcher:
-        """A fresh matcher at the start of the language (implements ``grammar.Matcher``)."""
+        """A fresh matcher at the start of the language (implements ``cad.grammar.Matcher``)."""
         return CfgMatcher(self)
 
     def accepts(self, data: bytes) -> bool:

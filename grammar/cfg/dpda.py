@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grammar.cfg.automaton import DEAD, DEPENDENT
-from grammar.cfg.lr1 import ACCEPT, LrTables
+from cad.grammar.cfg.automaton import DEAD, DEPENDENT
+from cad.grammar.cfg.lr1 import ACCEPT, LrTables
 
 _BOTTOM = -1
 _UNKNOWN_BELOW = -2

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grammar.cfg.automaton import DEAD, DEPENDENT
-from grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
-from grammar.cfg.item_cores import COMPLETE, ItemCores
+from cad.grammar.cfg.automaton import DEAD, DEPENDENT
+from cad.grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
+from cad.grammar.cfg.item_cores import COMPLETE, ItemCores
 
 Item = tuple[int, int]
 

@@ -8,8 +8,8 @@ The start rule is ``root`` when defined, otherwise the first rule."""
 
 from __future__ import annotations
 
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.syntax_tree import (
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.syntax_tree import (
     ANY_CHAR,
     CharClass,
     Choice,

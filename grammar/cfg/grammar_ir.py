@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grammar.cfg.syntax_tree import (
+from cad.grammar.cfg.syntax_tree import (
     CharClass,
     Choice,
     Expr,
@@ -22,7 +22,7 @@ from grammar.cfg.syntax_tree import (
     RuleSet,
     Sequence,
 )
-from grammar.cfg.utf8_ranges import complement, utf8_sequences
+from cad.grammar.cfg.utf8_ranges import complement, utf8_sequences
 
 Production = tuple[int, tuple[int, ...]]
 

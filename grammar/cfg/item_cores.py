@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grammar.cfg.grammar_ir import Grammar
+from cad.grammar.cfg.grammar_ir import Grammar
 
 COMPLETE = 1 << 30
 """``next_symbol`` of a core whose dot is at the end."""

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.regex_pattern import pattern_expr
-from grammar.cfg.syntax_tree import (
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.regex_pattern import pattern_expr
+from cad.grammar.cfg.syntax_tree import (
     Choice,
     Expr,
     Literal,
@@ -56,7 +56,7 @@ def schema_to_rules(schema: Any) -> RuleSet:
 
 
 def _base_rules() -> dict[str, Expr]:
-    from grammar.cfg.ebnf_parser import parse_ebnf
+    from cad.grammar.cfg.ebnf_parser import parse_ebnf
 
     return dict(parse_ebnf(_BASE_RULES).rules)
 

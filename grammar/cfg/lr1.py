@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
-from grammar.cfg.item_cores import COMPLETE, ItemCores
+from cad.grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
+from cad.grammar.cfg.item_cores import COMPLETE, ItemCores
 
 ACCEPT = 1 << 30
 """Action value: the input is a complete sentence (end-of-input atom only)."""

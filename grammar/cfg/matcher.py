@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from grammar.cfg.compiled import CompiledGrammar
+    from cad.grammar.cfg.compiled import CompiledGrammar
 
 _FINISHED = -10
 """History entry after the end-of-sequence token."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.syntax_tree import CharClass, Choice, Expr, Literal, Repeat, RuleRef, Sequence
-from grammar.cfg.utf8_ranges import complement
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.syntax_tree import CharClass, Choice, Expr, Literal, Repeat, RuleRef, Sequence
+from cad.grammar.cfg.utf8_ranges import complement
 
 _DIGIT = ((48, 57),)
 _WORD = ((48, 57), (65, 90), (95, 95), (97, 122))

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grammar.cfg.automaton import DEAD, DEPENDENT, UNKNOWN, ByteAutomaton
-from grammar.cfg.token_table import TokenTable
+from cad.grammar.cfg.automaton import DEAD, DEPENDENT, UNKNOWN, ByteAutomaton
+from cad.grammar.cfg.token_table import TokenTable
 
 
 class TransitionTable:

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from grammar.vocab import Vocabulary
+from cad.grammar.vocab import Vocabulary
 
 _TABLES: weakref.WeakKeyDictionary[Vocabulary, TokenTable] = weakref.WeakKeyDictionary()
 

@@ -11,8 +11,8 @@ symbols at prediction time; LR(1) reduces empty productions on lookahead)."""
 
 from __future__ import annotations
 
-from grammar.cfg.errors import GrammarError
-from grammar.cfg.grammar_ir import Grammar, terminal_index, terminal_symbol
+from cad.grammar.cfg.errors import GrammarError
+from cad.grammar.cfg.grammar_ir import Grammar, terminal_index, terminal_symbol
 
 
 def simplify(grammar: Grammar) -> Grammar:

@@ -18,8 +18,8 @@ from bench.corpus import (
     read_sources,
     release_pairs,
 )
-from resolver import format, oracle, parse, resolve
-from training import load_jsonl
+from cad.resolver import format, oracle, parse, resolve
+from cad.training import load_jsonl
 
 
 def make_tree(root: Path, files: dict[str, bytes]) -> Path:

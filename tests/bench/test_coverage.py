@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.coverage import main, round_trip_failure
-from training import EditExample, write_jsonl
+from cad.training import EditExample, write_jsonl
 
 QWEN2 = Path(__file__).parents[1] / "fixtures" / "tokenizers" / "qwen2"
 EDITS = [

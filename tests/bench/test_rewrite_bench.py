@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench.rewrite import main, select
-from selector import load_draft_config
+from cad.selector import load_draft_config
+from cad.training.datasets import load_humanevalpack
 from tests.tiny_model import make_tiny_model
-from training.datasets import load_humanevalpack
 
 
 def test_select_takes_the_held_out_split() -> None:

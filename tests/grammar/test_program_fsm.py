@@ -7,9 +7,9 @@ import random
 import pytest
 import torch
 
-from grammar import Matcher, ProgramMatcher, ProgramTokenIndex
-from grammar.program_states import number_prefix_ok
-from resolver import Document, format, oracle, parse, resolve
+from cad.grammar import Matcher, ProgramMatcher, ProgramTokenIndex
+from cad.grammar.program_states import number_prefix_ok
+from cad.resolver import Document, format, oracle, parse, resolve
 from tests.conftest import heval_pairs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resolver import (
+from cad.resolver import (
     CopyLines,
     CopySpan,
     Gen,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolver import (
+from cad.resolver import (
     CopyLines,
     CopySpan,
     Gen,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolver import (
+from cad.resolver import (
     CopyLines,
     CopySpan,
     Gen,

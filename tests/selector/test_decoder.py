@@ -7,9 +7,9 @@ import threading
 import pytest
 import torch
 
-from grammar import Matcher
-from resolver import CopyLines, Gen, Program, format, oracle, parse, resolve
-from selector import (
+from cad.grammar import Matcher
+from cad.resolver import CopyLines, Gen, Program, format, oracle, parse, resolve
+from cad.selector import (
     Cancelled,
     ContextTooLongError,
     Decoder,
@@ -119,7 +119,7 @@ class ChoiceMatcher:
     """A Matcher whose language is a handful of words: enough to drive rewrite mode."""
 
     def __init__(self, tokenizer, vocab_size: int, words: list[bytes]) -> None:
-        from grammar import Vocabulary
+        from cad.grammar import Vocabulary
 
         self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size)
         self.vocab_size = vocab_size

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from selector import kv
-from selector.draft_config import DraftConfig, depth_bucket
-from selector.draft_graph import build_graph, node_scores, prune
-from selector.drafting import Candidate, Drafter
-from selector.tree_verify import NodeLogits, keep_path, verify_graph
+from cad.selector import kv
+from cad.selector.draft_config import DraftConfig, depth_bucket
+from cad.selector.draft_graph import build_graph, node_scores, prune
+from cad.selector.drafting import Candidate, Drafter
+from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 CONFIG = DraftConfig(
     draft_length=16,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from resolver import oracle
-from selector import Decoder, kv, load_model
+from cad.resolver import oracle
+from cad.selector import Decoder, kv, load_model
 from tests.conftest import heval_pairs
 from tests.tiny_model import make_tiny_model
 

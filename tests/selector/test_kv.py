@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selector import kv
+from cad.selector import kv
 
 
 @pytest.mark.parametrize("model_name", ["tiny_qwen", "tiny_llama"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from selector import ModelLoadError, load_model
+from cad.selector import ModelLoadError, load_model
 
 
 def test_missing_folder(tmp_path) -> None:

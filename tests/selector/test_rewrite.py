@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from selector import Cancelled, Sampling, kv, prompt_lookup
-from selector.draft_config import DraftConfig, load_draft_config
-from selector.rewrite import (
+from cad.selector import Cancelled, Sampling, kv, prompt_lookup
+from cad.selector.draft_config import DraftConfig, load_draft_config
+from cad.selector.rewrite import (
     DraftStep,
     extract_file,
     rewrite,
@@ -194,8 +194,8 @@ def test_extract_file_drops_the_line_break_the_prompt_added() -> None:
 
 
 def test_rewrite_prompt_shows_the_document_and_the_range(tiny_qwen) -> None:
-    from resolver import Document
-    from selector.prompt import rewrite_prompt
+    from cad.resolver import Document
+    from cad.selector.prompt import rewrite_prompt
 
     before, _ = heval_pairs("python")[0]
     document = Document(before)

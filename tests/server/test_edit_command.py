@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from resolver import format, oracle
+from cad.resolver import format, oracle
 from tests.tiny_model import make_tiny_model
 
-CAD = [sys.executable, "-c", "from server.cli import main; main()"]
+CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
 BEFORE = (
     "def mean(values):\r\n    return sum(values) / len(values) + 1\r\n\r\nprint(mean([1, 2]))\r\n"
 )

@@ -21,8 +21,8 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
-from resolver import format, oracle
-from server.text_edits import apply_text_edits
+from cad.resolver import format, oracle
+from cad.server.text_edits import apply_text_edits
 
 pytestmark = pytest.mark.slow
 
@@ -190,7 +190,7 @@ def test_mixed_requests_never_leave_a_partial_edit() -> None:
     async def main() -> tuple[Editor, dict[str, int], list[str]]:
         editor = Editor()
         await editor.client.start_io(
-            sys.executable, "-c", "from server.cli import main; main()", "serve"
+            sys.executable, "-c", "from cad.server.cli import main; main()", "serve"
         )
         await editor.client.initialize_async(
             lsp.InitializeParams(

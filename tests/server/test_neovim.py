@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from resolver import format, oracle
+from cad.resolver import format, oracle
 
 NVIM = shutil.which("nvim")
 SCRIPT = Path(__file__).parent / "nvim" / "apply_edit.lua"
@@ -52,7 +52,7 @@ print(total([1, 2]))
 def run_neovim(path: Path, argument: dict, tmp_path: Path) -> subprocess.CompletedProcess:
     """Edit ``path`` in headless Neovim with the Lua driver; at most a minute."""
     spec = {
-        "cmd": [sys.executable, "-c", "from server.cli import main; main()", "serve"],
+        "cmd": [sys.executable, "-c", "from cad.server.cli import main; main()", "serve"],
         "settings": {"device": "cpu"},
         "argument": argument,
         "timeout_ms": 45000,

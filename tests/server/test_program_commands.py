@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TOKENIZERS, heval_pairs
 
-CAD = [sys.executable, "-c", "from server.cli import main; main()"]
+CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
 
 
 def cad(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -13,9 +13,9 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
-from resolver import format, oracle
-from server.serve import Settings, splice
-from server.text_edits import apply_text_edits, text_edits
+from cad.resolver import format, oracle
+from cad.server.serve import Settings, splice
+from cad.server.text_edits import apply_text_edits, text_edits
 
 URI = "file:///tmp/cad-test/mean.py"
 BEFORE = "def mean(values):\r\n    return sum(values) / len(values) + 1\r\n\r\n# 😀 done\r\n"
@@ -62,7 +62,7 @@ class Client:
         """Start ``cad serve`` with ``args`` (after ``prelude``, Python run first in the
         server process)."""
         await self.client.start_io(
-            sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve", *args
+            sys.executable, "-c", f"{prelude}\nfrom cad.server.cli import main; main()", "serve", *args
         )
         await self.client.initialize_async(
             lsp.InitializeParams(
@@ -523,9 +523,9 @@ def stopping_model(tmp_path_factory) -> str:
 
     import torch
 
-    from resolver import Document
-    from selector import load_model
-    from selector.prompt import rewrite_prompt
+    from cad.resolver import Document
+    from cad.selector import load_model
+    from cad.selector.prompt import rewrite_prompt
     from tests.tiny_model import make_tiny_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("stopping-model"), "qwen2", seed=3)
@@ -545,8 +545,8 @@ def stopping_model(tmp_path_factory) -> str:
 
 def decoded_rewrite(model: str, region: str, budget: int):
     """What the rewrite decoder itself returns for ``region`` (the expectation)."""
-    from selector import load_model
-    from selector.rewrite import rewrite
+    from cad.selector import load_model
+    from cad.selector.rewrite import rewrite
 
     loaded = load_model(model, device="cpu", dtype="float32")
     return rewrite(loaded, region, REWRITE_INSTRUCTION, max_new_tokens=budget)
@@ -603,7 +603,7 @@ def test_rewrite_that_spends_its_budget_is_refused(slow_model: str) -> None:
 
 
 OOM = (
-    "import selector\n"
+    "from cad import selector\n"
     "def out_of_memory(*args, **kwargs):\n"
     "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
     "selector.Decoder.edit = out_of_memory"
@@ -695,7 +695,7 @@ class RawServer:
     def __init__(self, prelude: str, stderr_path) -> None:
         self.stderr = open(stderr_path, "wb")  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", f"{prelude}\nfrom server.cli import main; main()", "serve"],
+            [sys.executable, "-c", f"{prelude}\nfrom cad.server.cli import main; main()", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -753,7 +753,8 @@ class RawServer:
 
 
 NOISE = (
-    "import os, resolver\n"
+    "import os\n"
+    "from cad import resolver\n"
     "resolve = resolver.resolve\n"
     "def noisy_resolve(*args):\n"
     "    print('stray print from the edit')\n"

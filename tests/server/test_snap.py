@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.snap import language_of, snap_lines
+from cad.server.snap import language_of, snap_lines
 
 PYTHON = """\
 import os

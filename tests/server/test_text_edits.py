@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types as lsp
 
-from server.text_edits import apply_text_edits, text_edits
+from cad.server.text_edits import apply_text_edits, text_edits
 
 pieces = st.lists(st.sampled_from(["a", "b", "\n", "\r\n", "\r", "é", "😀", "x"]), max_size=30).map(
     "".join

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from selector.draft_config import DraftConfig, load_draft_config
-from selector.rewrite import DraftStep, rewrite_forced
+from cad.selector.draft_config import DraftConfig, load_draft_config
+from cad.selector.rewrite import DraftStep, rewrite_forced
+from cad.training.calibrate import calibrate, replay, replay_trace
+from cad.training.datasets import EditExample, write_jsonl
 from tests.conftest import TOKENIZERS, heval_pairs
 from tests.tiny_model import make_tiny_model
-from training.calibrate import calibrate, replay, replay_trace
-from training.datasets import EditExample, write_jsonl
 
-CAD = [sys.executable, "-c", "from server.cli import main; main()"]
+CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
 STOP = 0
 
 
@@ -59,7 +59,7 @@ def _traces(pairs):
 @pytest.fixture(scope="module")
 def tiny_qwen(tmp_path_factory):
     """A 2-layer random Qwen2 model with the real Qwen2 tokenizer, on CPU."""
-    from selector import load_model
+    from cad.selector import load_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-qwen"), "qwen2")
     return load_model(str(folder), device="cpu", dtype="float32")

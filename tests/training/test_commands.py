@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from cad.training import EditExample, load_humanevalpack, write_jsonl
 from tests.tiny_model import make_tiny_model
-from training import EditExample, load_humanevalpack, write_jsonl
 
-CAD = [sys.executable, "-c", "from server.cli import main; main()"]
+CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
 
 
 def cad(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

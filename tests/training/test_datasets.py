@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from resolver import format, oracle, parse, resolve
-from training import (
+from cad.resolver import format, oracle, parse, resolve
+from cad.training import (
     DatasetError,
     EditExample,
     content_id,

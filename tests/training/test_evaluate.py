@@ -7,12 +7,12 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resolver import CopyLines, Gen, Program, oracle, resolve
-from selector import Decoder
-from training import EditExample, load_humanevalpack
-from training.evaluate import EditScore, evaluate, summarize
-from training.perturb import perturb_program, perturbation_study
-from training.scoring import Endpoints
+from cad.resolver import CopyLines, Gen, Program, oracle, resolve
+from cad.selector import Decoder
+from cad.training import EditExample, load_humanevalpack
+from cad.training.evaluate import EditScore, evaluate, summarize
+from cad.training.perturb import perturb_program, perturbation_study
+from cad.training.scoring import Endpoints
 
 EDITS = [
     EditExample("set", "Set b to 7.", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 7\nc = 3\n"),

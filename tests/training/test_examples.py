@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from resolver import CopyLines, CopySpan, Document, op_text, oracle
-from selector import Decoder, kv
+from cad.resolver import CopyLines, CopySpan, Document, op_text, oracle
+from cad.selector import Decoder, kv
+from cad.training import EditExample
+from cad.training.examples import IGNORE, ExampleBuilder, collate
 from tests.conftest import heval_pairs
-from training import EditExample
-from training.examples import IGNORE, ExampleBuilder, collate
 
 TOY = [
     EditExample("toy-set", "Set b to 7.", "a = 1\nb = 2\nc = 3\n", "a = 1\nb = 7\nc = 3\n"),

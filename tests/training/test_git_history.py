@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from server.cli import app
-from training import DatasetError, load_jsonl
-from training.git_history import history_edits
+from cad.server.cli import app
+from cad.training import DatasetError, load_jsonl
+from cad.training.git_history import history_edits
 
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 CLOCK = itertools.count(1_700_000_000)

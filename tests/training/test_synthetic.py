@@ -10,10 +10,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from resolver import oracle, resolve
-from server.cli import app
-from training import DatasetError, load_jsonl
-from training.synthetic import FAMILIES, SyntheticEdit, edit_file, generate, parse_unit, synthesize
+from cad.resolver import oracle, resolve
+from cad.server.cli import app
+from cad.training import DatasetError, load_jsonl
+from cad.training.synthetic import (
+    FAMILIES,
+    SyntheticEdit,
+    edit_file,
+    generate,
+    parse_unit,
+    synthesize,
+)
 
 INVENTORY_PY = '''\
 """Stock keeping for a small shop."""

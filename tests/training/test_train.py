@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from selector import Decoder, load_model
+from cad.selector import Decoder, load_model
+from cad.training import EditExample, write_jsonl
+from cad.training.train import TrainConfig, TrainingError, train
 from tests.tiny_model import make_tiny_model
-from training import EditExample, write_jsonl
-from training.train import TrainConfig, TrainingError, train
 
 WORDS = (
     "apple berry cedar dune ember fjord grove harbor iris jade kelp lotus maple nectar opal pine"

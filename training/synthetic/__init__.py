@@ -13,7 +13,7 @@ names they bind), ``naming`` (fresh names, function summaries), one module per f
 (the family registry, file discovery and the driver).
 """
 
-from training.synthetic.build import (
+from cad.training.synthetic.build import (
     EXTENSIONS,
     FAMILIES,
     MAX_LINES,
@@ -27,14 +27,14 @@ from training.synthetic.build import (
     synthesize,
     units,
 )
-from training.synthetic.constants import change_constant
-from training.synthetic.docstrings import add_docstring
-from training.synthetic.naming import MAX_NAMED_TEXT
-from training.synthetic.parameters import add_parameter, remove_parameter
-from training.synthetic.renames import rename_local
-from training.synthetic.scopes import Function, functions
-from training.synthetic.statements import delete_statement, wrap_try
-from training.synthetic.syntax import Candidate, Splice, Unit, parse_unit, parses
+from cad.training.synthetic.constants import change_constant
+from cad.training.synthetic.docstrings import add_docstring
+from cad.training.synthetic.naming import MAX_NAMED_TEXT
+from cad.training.synthetic.parameters import add_parameter, remove_parameter
+from cad.training.synthetic.renames import rename_local
+from cad.training.synthetic.scopes import Function, functions
+from cad.training.synthetic.statements import delete_statement, wrap_try
+from cad.training.synthetic.syntax import Candidate, Splice, Unit, parse_unit, parses
 
 __all__ = [
     "EXTENSIONS",

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from training.datasets import DatasetError, EditExample, content_id
-from training.synthetic.constants import change_constant
-from training.synthetic.docstrings import add_docstring
-from training.synthetic.parameters import add_parameter, remove_parameter
-from training.synthetic.renames import rename_local
-from training.synthetic.scopes import JS_DECLARATIONS
-from training.synthetic.statements import delete_statement, wrap_try
-from training.synthetic.syntax import Candidate, Unit, apply_splices, parse_unit, parses
+from cad.training.datasets import DatasetError, EditExample, content_id
+from cad.training.synthetic.constants import change_constant
+from cad.training.synthetic.docstrings import add_docstring
+from cad.training.synthetic.parameters import add_parameter, remove_parameter
+from cad.training.synthetic.renames import rename_local
+from cad.training.synthetic.scopes import JS_DECLARATIONS
+from cad.training.synthetic.statements import delete_statement, wrap_try
+from cad.training.synthetic.syntax import Candidate, Unit, apply_splices, parse_unit, parses
 
 EXTENSIONS = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript"}
 SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv"})

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from training.synthetic.naming import MAX_NAMED_TEXT
-from training.synthetic.scopes import enclosing, within
-from training.synthetic.syntax import Candidate, Unit, walk
+from cad.training.synthetic.naming import MAX_NAMED_TEXT
+from cad.training.synthetic.scopes import enclosing, within
+from cad.training.synthetic.syntax import Candidate, Unit, walk
 
 _INTEGER = re.compile(r"0|[1-9][0-9]*")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]+")

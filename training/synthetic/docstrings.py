@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from training.synthetic.naming import summary
-from training.synthetic.scopes import JS_DECLARATIONS, Function, functions
-from training.synthetic.syntax import Candidate, Splice, Unit, is_docstring
+from cad.training.synthetic.naming import summary
+from cad.training.synthetic.scopes import JS_DECLARATIONS, Function, functions
+from cad.training.synthetic.syntax import Candidate, Splice, Unit, is_docstring
 
 
 def add_docstring(unit: Unit, rng: random.Random) -> Iterator[Candidate]:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from training.synthetic.scopes import Function, functions, identifiers
-from training.synthetic.syntax import Candidate, Splice, Unit
+from cad.training.synthetic.scopes import Function, functions, identifiers
+from cad.training.synthetic.syntax import Candidate, Splice, Unit
 
 _PY_PARAMETERS = (
     ("verbose", "bool", "False"),

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from training.synthetic.naming import dunder, new_name
-from training.synthetic.scopes import (
+from cad.training.synthetic.naming import dunder, new_name
+from cad.training.synthetic.scopes import (
     JS_SHORTHANDS,
     Function,
     bound_in_nested_scopes,
@@ -16,7 +16,7 @@ from training.synthetic.scopes import (
     identifiers,
     local_names,
 )
-from training.synthetic.syntax import Candidate, Unit, walk
+from cad.training.synthetic.syntax import Candidate, Unit, walk
 
 
 def _renamable_uses(unit: Unit, function: Function, name: str) -> list[Node] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from training.synthetic.syntax import Unit, walk
+from cad.training.synthetic.syntax import Unit, walk
 
 JS_SHORTHANDS = frozenset(
     {"shorthand_property_identifier", "shorthand_property_identifier_pattern"}

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from training.synthetic.naming import MAX_NAMED_TEXT
-from training.synthetic.scopes import enclosing, functions, within
-from training.synthetic.syntax import Candidate, Splice, Unit, is_docstring, walk
+from cad.training.synthetic.naming import MAX_NAMED_TEXT
+from cad.training.synthetic.scopes import enclosing, functions, within
+from cad.training.synthetic.syntax import Candidate, Splice, Unit, is_docstring, walk
 
 _PY_WRAPPABLE = frozenset(
     {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grammar.vocab import Vocabulary
+from cad.grammar.vocab import Vocabulary
 
 
 @pytest.fixture(scope="session")

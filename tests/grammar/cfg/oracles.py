@@ -9,9 +9,9 @@ from lark import Lark
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError
 
-from grammar.cfg.automaton import DEAD
-from grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
-from grammar.cfg.lr1 import byte_atoms
+from cad.grammar.cfg.automaton import DEAD
+from cad.grammar.cfg.grammar_ir import Grammar, mask_bytes, terminal_index
+from cad.grammar.cfg.lr1 import byte_atoms
 
 
 def sample_sentence(grammar: Grammar, rng: random.Random, depth_budget: int = 10) -> bytes:

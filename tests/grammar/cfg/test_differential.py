@@ -7,15 +7,15 @@ import random
 
 import pytest
 
-from grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
-from grammar.cfg.dpda import DpdaAutomaton
-from grammar.cfg.earley import EarleyAutomaton
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.grammar_ir import Grammar, lower
-from grammar.cfg.json_schema import schema_to_rules
-from grammar.cfg.lr1 import NotLr1, build_lr1
-from grammar.cfg.token_masks import TransitionTable
-from grammar.cfg.transforms import simplify
+from cad.grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
+from cad.grammar.cfg.dpda import DpdaAutomaton
+from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.grammar_ir import Grammar, lower
+from cad.grammar.cfg.json_schema import schema_to_rules
+from cad.grammar.cfg.lr1 import NotLr1, build_lr1
+from cad.grammar.cfg.token_masks import TransitionTable
+from cad.grammar.cfg.transforms import simplify
 from tests.grammar.cfg.oracles import LarkReference, grammar_alphabet, mutate, sample_sentence
 from tests.grammar.cfg.schema_instances import compact, fixture_schemas, in_schema_order
 

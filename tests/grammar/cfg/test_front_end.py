@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from grammar.cfg import GrammarError
-from grammar.cfg.earley import EarleyAutomaton
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.grammar_ir import lower
-from grammar.cfg.json_schema import schema_to_rules
-from grammar.cfg.token_masks import TransitionTable
-from grammar.cfg.transforms import simplify
-from grammar.cfg.utf8_ranges import utf8_sequences
+from cad.grammar.cfg import GrammarError
+from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.grammar_ir import lower
+from cad.grammar.cfg.json_schema import schema_to_rules
+from cad.grammar.cfg.token_masks import TransitionTable
+from cad.grammar.cfg.transforms import simplify
+from cad.grammar.cfg.utf8_ranges import utf8_sequences
 
 
 def accepts(grammar_rules, data: bytes) -> bool:

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-import grammar
-from grammar.cfg import GrammarError, compile, fill_masks
-from grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.grammar_ir import lower
-from grammar.cfg.transforms import simplify
+from cad import grammar
+from cad.grammar.cfg import GrammarError, compile, fill_masks
+from cad.grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.grammar_ir import lower
+from cad.grammar.cfg.transforms import simplify
 from tests.grammar.cfg.oracles import brute_force_mask, sample_sentence
 from tests.grammar.cfg.schema_instances import fixture_schemas
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from grammar.cfg.builtin_grammars import ARITHMETIC, JSON
-from grammar.cfg.earley import EarleyAutomaton
-from grammar.cfg.ebnf_parser import parse_ebnf
-from grammar.cfg.grammar_ir import lower
-from grammar.cfg.transforms import simplify
+from cad.grammar.cfg.builtin_grammars import ARITHMETIC, JSON
+from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar.cfg.ebnf_parser import parse_ebnf
+from cad.grammar.cfg.grammar_ir import lower
+from cad.grammar.cfg.transforms import simplify
 
 
 def parse(text: str, data: bytes, prune: bool) -> tuple[EarleyAutomaton, list[int]]:
