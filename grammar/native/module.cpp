@@ -1,0 +1,9 @@
+// The native masking core: Python bindings of the compiled hot paths (``cad.grammar._native``).
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "Compiled hot paths of the masking core.";
+    m.attr("ABI_VERSION") = 1;
+}
