@@ -1,5 +1,11 @@
 """The masking core: the program FSM and the one ``Matcher`` interface all engines share."""
 
+from cad.grammar.bitmask import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    bitmask_width,
+    unpack_bitmask,
+)
 from cad.grammar.cfg import CfgMatcher, CompiledGrammar, GrammarError, compile, fill_masks
 from cad.grammar.matcher import Matcher
 from cad.grammar.program_fsm import ProgramMatcher
@@ -14,6 +20,10 @@ __all__ = [
     "ProgramMatcher",
     "ProgramTokenIndex",
     "Vocabulary",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_width",
     "compile",
     "fill_masks",
+    "unpack_bitmask",
 ]

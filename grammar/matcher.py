@@ -11,9 +11,11 @@ import torch
 class Matcher(Protocol):
     """Incremental acceptor over token ids.
 
-    A decoder asks ``allowed_tokens()`` for the vocabulary-sized mask of tokens that keep
+    A decoder has the matcher fill its row of a packed bitmask
+    (``fill_next_token_bitmask``, see :mod:`cad.grammar.bitmask`) with the tokens that keep
     the output inside the language, feeds the chosen token to ``accept_token`` and may undo
     the last ``k`` accepted tokens with ``rollback(k)`` (speculation, drafts).
+    ``allowed_tokens()`` gives the same set as a bool tensor, for convenience.
     """
 
     vocab_size: int
@@ -24,6 +26,10 @@ class Matcher(Protocol):
 
     def allowed_tokens(self) -> torch.Tensor:
         """A ``torch.bool`` tensor of shape ``(vocab_size,)``: True where a token may follow."""
+        ...
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed set into ``bitmask[row]`` (``int32`` words, 32 tokens each)."""
         ...
 
     def rollback(self, k: int) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from cad.grammar.bitmask import fill_from_allowed
 from cad.grammar.program_index import ProgramTokenIndex
 from cad.grammar.program_states import (
     AWAIT,
@@ -85,6 +86,11 @@ class ProgramMatcher:
         """Advance by raw bytes (forced literals, completions), which unlike a token may span
         several ops; one entry for ``rollback``. False (and no change) if not allowed."""
         return bool(data) and self._advance(data, cross_ops=True)
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write :meth:`allowed_tokens` into ``bitmask[row]`` (packed, see
+        :mod:`cad.grammar.bitmask`)."""
+        fill_from_allowed(bitmask, row, self.allowed_tokens())
 
     def rollback(self, k: int) -> None:
         """Undo the last ``k`` ``accept_token``/``accept_bytes`` calls that succeeded."""

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from cad.grammar.bitmask import fill_from_allowed
+
 if TYPE_CHECKING:
     from cad.grammar.cfg.compiled import CompiledGrammar
 
@@ -65,6 +67,11 @@ class CfgMatcher:
         if config == _FINISHED:
             return torch.zeros(self.vocab_size, dtype=torch.bool)
         return self._masks.mask(config)
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write :meth:`allowed_tokens` into ``bitmask[row]`` (packed, see
+        :mod:`cad.grammar.bitmask`)."""
+        fill_from_allowed(bitmask, row, self.allowed_tokens())
 
     def rollback(self, k: int) -> None:
         """Undo the last ``k`` accepted tokens (or byte runs)."""

@@ -1,0 +1,80 @@
+"""Packed token bitmasks, owned by the caller and filled in place by matchers.
+
+A bitmask row holds one bit per vocabulary id in ``int32`` words: bit ``j`` of word ``i`` is
+token ``32 * i + j``, set where the token is allowed (the layout XGrammar and llguidance use,
+so a logits processor can take masks from any of them). The caller allocates once per batch,
+each matcher fills its row (``Matcher.fill_next_token_bitmask``), and
+:func:`apply_token_bitmask_inplace` masks the logits on their own device with tensor
+operations only: no host synchronisation.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_BITS = 32
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Number of ``int32`` words that hold one bit per token of ``vocab_size``."""
+    return (vocab_size + _BITS - 1) // _BITS
+
+
+def allocate_token_bitmask(
+    batch: int, vocab_size: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """A ``(batch, bitmask_width(vocab_size))`` ``int32`` bitmask with every token allowed."""
+    if batch < 1 or vocab_size < 1:
+        raise ValueError(
+            f"a bitmask needs batch >= 1 and vocab_size >= 1, not {batch}, {vocab_size}"
+        )
+    return torch.full((batch, bitmask_width(vocab_size)), -1, dtype=torch.int32, device=device)
+
+
+def _bit_positions(device: torch.device) -> torch.Tensor:
+    return torch.arange(_BITS, dtype=torch.int32, device=device)
+
+
+def pack_allowed(allowed: torch.Tensor) -> torch.Tensor:
+    """The bitmask row (``int32``, one word per 32 tokens) of a ``(vocab,)`` bool mask."""
+    vocab_size = allowed.shape[-1]
+    padded = torch.zeros(
+        bitmask_width(vocab_size) * _BITS, dtype=torch.int64, device=allowed.device
+    )
+    padded[:vocab_size] = allowed.to(torch.int64)
+    words = (padded.view(-1, _BITS) << _bit_positions(allowed.device).to(torch.int64)).sum(dim=1)
+    return _to_int32(words)
+
+
+def _to_int32(words: torch.Tensor) -> torch.Tensor:
+    """Reinterpret unsigned 32-bit values held in int64 as two's-complement ``int32``."""
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The bool mask ``(..., vocab_size)`` of a bitmask ``(..., width)``."""
+    bits = (bitmask.unsqueeze(-1) >> _bit_positions(bitmask.device)) & 1
+    return bits.flatten(-2)[..., :vocab_size].bool()
+
+
+def fill_from_allowed(bitmask: torch.Tensor, row: int, allowed: torch.Tensor) -> None:
+    """Write a ``(vocab,)`` bool mask into ``bitmask[row]`` (the reference fill every Python
+    matcher uses; native matchers write their rows directly)."""
+    packed = pack_allowed(allowed)
+    bitmask[row].zero_()
+    bitmask[row, : packed.shape[0]] = packed.to(bitmask.device)
+
+
+def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """Set ``logits`` to ``-inf`` wherever ``bitmask`` disallows the token, in place.
+
+    ``logits`` is ``(vocab,)`` or ``(batch, vocab)`` and ``bitmask`` the matching ``(width,)``
+    or ``(batch, width)``; logits columns beyond the bitmask (a model's padded vocabulary) are
+    disallowed. Runs on the logits' device without reading anything back to the host."""
+    mask = bitmask.to(logits.device, non_blocking=True)
+    vocab = logits.shape[-1]
+    covered = min(vocab, mask.shape[-1] * _BITS)
+    allowed = unpack_bitmask(mask, covered)
+    logits[..., :covered].masked_fill_(~allowed, float("-inf"))
+    if covered < vocab:
+        logits[..., covered:] = float("-inf")
