@@ -21,9 +21,9 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from cad.errors import UserError
 from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
 from cad.resolver.coverage import DEFAULT_SWEEP, summarize
-from cad.server.files import UserError
 from cad.server.program_commands import load_tokenizer_pieces
 from cad.training.datasets import EditExample, load_jsonl
 

@@ -30,6 +30,8 @@ _WHITESPACE = " \t\r\n"
 _ESCAPED_CLOSE = re.compile(r"<(\\*)/gen>")
 _UNESCAPED_CLOSE = re.compile(r"<\\(\\*)/gen>")
 _NUMBER = re.compile(r"[1-9][0-9]*")
+_MAX_DIGITS = 18
+"""No document has 10**18 lines; a longer number is an error, not a huge integer."""
 
 
 def escape_gen_text(text: str) -> str:
@@ -97,6 +99,8 @@ class _Parser:
         match = _NUMBER.match(self.text, self.pos)
         if match is None:
             raise self.error("a number from 1 without leading zeros")
+        if len(match.group()) > _MAX_DIGITS:
+            raise self.error(f"a line number of at most {_MAX_DIGITS} digits")
         self.pos = match.end()
         return int(match.group())
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import io
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from cad.defaults import DEFAULT_MODEL
 from cad.selector.errors import ModelLoadError
+from cad.selector.hub import download_hint, hub_options
 
-DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+UNSAFE_WEIGHTS = (
+    "its weights are a pickle that holds more than tensors, which is never loaded "
+    "(it could run code); use weights in safetensors format"
+)
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -99,14 +105,18 @@ def load_model(
         raise ModelLoadError(
             f"model folder {model} does not exist; pass --model with a folder or hub id"
         )
+    options = hub_options(model)
     try:
-        tokenizer = _quiet_from_pretrained(AutoTokenizer, model)
-        network = _quiet_from_pretrained(AutoModelForCausalLM, model, dtype=torch_dtype)
+        tokenizer = _quiet_from_pretrained(AutoTokenizer, model, **options)
+        network = _quiet_from_pretrained(
+            AutoModelForCausalLM, model, dtype=torch_dtype, **options
+        )
+    except pickle.UnpicklingError:
+        raise ModelLoadError(f"model {model}: {UNSAFE_WEIGHTS}") from None
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
-            f"cannot load model {model!r} ({first[:160]}); download it first "
-            "(huggingface-cli download NAME) or pass --model PATH to a local model folder"
+            f"cannot load model {model!r} ({first[:160]}); {download_hint(model)}"
         ) from None
     if adapter is not None:
         network = _attach_adapter(network, adapter)
@@ -124,6 +134,8 @@ def _attach_adapter(network: Any, adapter: str) -> Any:
         )
     try:
         return PeftModel.from_pretrained(network, adapter)
+    except pickle.UnpicklingError:
+        raise ModelLoadError(f"adapter {adapter}: {UNSAFE_WEIGHTS}") from None
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(
             f"adapter {adapter} does not fit this model ({str(exc).splitlines()[0][:160]}); "

@@ -23,7 +23,7 @@ class DecodeStats:
     structural literals the grammar determined, ``copied_tokens`` are copied text appended to
     the cache; every forward after the prompt counts in ``forwards``."""
 
-    mode: str = "cad"
+    mode: str = "program"
     forwards: int = 0
     prefill_tokens: int = 0
     generated_tokens: int = 0

@@ -40,7 +40,7 @@ class ProgramTape:
             index, [len(line) for line in document.lines], subline=subline
         )
         self.resolver = IncrementalResolver(document)
-        self.stats = DecodeStats(mode="cad")
+        self.stats = DecodeStats(mode="program")
         self.tokens: list[int] = []
         self.decided: list[bool] = []
 

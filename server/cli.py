@@ -1,16 +1,29 @@
-"""The ``cad`` command line: one typer app; every failure is one line on stderr."""
+"""The ``cad`` command line: one typer app; every failure is one line on stderr.
+
+Commands report bad input by raising ``UserError`` (the program language's ``ProgramError``
+and the datasets' ``DatasetError`` count as such); ``main`` turns it into one ``error: ...``
+line and a non-zero exit status. SIGTERM stops a command the way Ctrl-C does, so an
+interrupted write removes its temporary file. Warnings and progress bars of the libraries
+underneath are not shown: what the user sees is the command's own output.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import sys
+import warnings
+from typing import Any, NoReturn
 
 import typer
 
+from cad.errors import UserError
 from cad.resolver import ProgramError
 from cad.server import edit_command, program_commands, serve_command
-from cad.server.files import UserError
 from cad.training import calibrate_command, dataset_commands
 from cad.training import commands as training_commands
+from cad.training.datasets import DatasetError
 
 app = typer.Typer(
     name="cad",
@@ -18,6 +31,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 program_commands.register(app)
 edit_command.register(app)
@@ -27,8 +41,33 @@ dataset_commands.register(app)
 calibrate_command.register(app)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like KeyboardInterrupt, so cleanup code runs."""
+
+
+def _terminate(signum: int, frame: Any) -> NoReturn:
+    raise Terminated
+
+
+def quiet_libraries() -> None:
+    """Hide what the libraries underneath print for developers: Python warnings (unless the
+    user asked for them with ``-W`` or ``PYTHONWARNINGS``), their logged warnings (e.g.
+    bitsandbytes on an optional kernel it cannot find), and, when stderr is not a terminal,
+    progress bars (tqdm). ``cad serve`` sets up its own log."""
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore")
+    logging.getLogger().setLevel(logging.ERROR)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+
+
 def main() -> None:
     """Entry point: run the app; bad input becomes one ``error: ...`` line and exit 1 or 2."""
+    quiet_libraries()
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         status = app(standalone_mode=False)
     except typer.TyperException as exc:
@@ -40,12 +79,18 @@ def main() -> None:
         hint = f" (see: {context.command_path} --help)" if context is not None else ""
         print(f"error: {message}{hint}", file=sys.stderr)
         sys.exit(2)
-    except (UserError, ProgramError) as exc:
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except (ProgramError, DatasetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except (typer.Abort, KeyboardInterrupt):
         print("error: interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
+    except Terminated:
+        print("error: terminated; nothing was written", file=sys.stderr)
+        sys.exit(128 + signal.SIGTERM)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     if isinstance(status, int) and status:

@@ -1,5 +1,10 @@
 """``cad edit FILE --instr TEXT``: let a model edit a file, as an edit program (program mode)
-or by rewriting the file with drafts from the document (rewrite mode), and apply it."""
+or by rewriting the file with drafts from the document (rewrite mode), and apply it.
+
+The command is a pipeline: check the options against the run they select (one table says
+which options apply to which run), read the inputs, load the model, run one function per
+run (program, rewrite, grammar, baseline), then write the stats and deliver the new text.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,10 +23,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from cad.cli_text import CadCommand, given_options, plural
+from cad.defaults import DEFAULT_MODEL
+from cad.errors import UserError
+from cad.files import check_writable, read_text, write_atomic
 from cad.resolver import Program, parse, resolve, split_lines
-from cad.server.files import UserError, read_text, write_atomic
+from cad.server.modes import EditMode
 
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, highlight=False)
 
 
 class GrammarFormat(StrEnum):
@@ -37,40 +47,119 @@ class Baseline(StrEnum):
     pld = "pld"
 
 
-class EditMode(StrEnum):
-    """How the model writes the edit: ``program`` (copy and gen ops over numbered lines),
-    ``rewrite`` (the complete updated file, drafted from the document and verified as a
-    calibrated draft graph), or ``auto`` (program with ``--adapter`` or ``--program``, a
-    trained selector or a given program; rewrite otherwise)."""
+class Run(StrEnum):
+    """What produces the new text: the model in program or rewrite mode, generation under
+    ``--grammar``, or a ``--baseline`` regenerating ``--target``."""
 
-    auto = "auto"
     program = "program"
     rewrite = "rewrite"
+    grammar = "grammar"
+    baseline = "baseline"
 
 
-def resolve_mode(
-    mode: EditMode,
-    *,
-    adapter: Path | None,
-    program: Path | None,
-    special: str | None,
-    rewrite_options: list[str],
-) -> EditMode | None:
-    """The mode to run (``None`` when ``special``, ``--grammar`` or ``--baseline``, decodes
-    on its own), or a ``UserError`` for options that contradict it; ``rewrite_options``
-    names the rewrite-only options given."""
-    if special is not None:
-        if mode is not EditMode.auto or rewrite_options:
-            given = ", ".join(rewrite_options) or "--mode"
-            raise UserError(f"{given} does not apply to {special}; leave it out")
-        return None
-    if mode is EditMode.auto:
-        mode = EditMode.program if adapter is not None or program is not None else EditMode.rewrite
-    if mode is EditMode.rewrite and program is not None:
-        raise UserError("--program follows an edit program; use --mode program (or auto)")
-    if mode is EditMode.program and rewrite_options:
-        raise UserError(f"{', '.join(rewrite_options)} applies to rewrite mode; add --mode rewrite")
-    return mode
+DECODING = frozenset({Run.program, Run.rewrite, Run.grammar})
+APPLIES_TO: dict[str, frozenset[Run]] = {
+    "program": frozenset({Run.program}),
+    "subline": frozenset({Run.program}),
+    "mode": frozenset({Run.program, Run.rewrite}),
+    "lines": frozenset({Run.rewrite}),
+    "draft_config": frozenset({Run.rewrite}),
+    "draft_budget": frozenset({Run.rewrite}),
+    "grammar_format": frozenset({Run.grammar}),
+    "target": frozenset({Run.baseline}),
+    "max_new_tokens": DECODING,
+    "temperature": DECODING,
+    "top_p": DECODING,
+    "seed": DECODING,
+}
+"""The runs each option applies to; an option not listed applies to every run. An option
+given on the command line for another run is refused."""
+
+EXCLUSIVE = (("write", "stdout", "diff"), ("grammar", "baseline"))
+"""Groups of options of which at most one may be given."""
+
+
+@dataclass(frozen=True)
+class EditOptions:
+    """Every option of ``cad edit``, as given (see ``cad edit --help``)."""
+
+    file: Path
+    instr: str
+    model: str
+    device: str
+    dtype: str
+    adapter: Path | None
+    program: Path | None
+    baseline: Baseline | None
+    target: Path | None
+    write: bool
+    stdout: bool
+    diff: bool
+    stats_json: Path | None
+    grammar: Path | None
+    grammar_format: GrammarFormat
+    max_new_tokens: int
+    subline: bool
+    temperature: float
+    top_p: float
+    seed: int
+    mode: EditMode
+    lines: str | None
+    draft_config: Path | None
+    draft_budget: int | None
+
+
+@dataclass(frozen=True)
+class EditInputs:
+    """What the run reads besides the model: the document, a given program (validated
+    against the document), the baseline's target text, the grammar source, the line range
+    and the draft configuration."""
+
+    document: str
+    forced: Program | None = None
+    target: str | None = None
+    grammar: str | None = None
+    lines: tuple[int, int] | None = None
+    drafts: Any = None
+
+
+def option_name(field_name: str) -> str:
+    """``draft_budget`` -> ``--draft-budget``."""
+    return "--" + field_name.replace("_", "-")
+
+
+def chosen_run(options: EditOptions, given: set[str]) -> Run:
+    """The run the options select, after refusing options that exclude each other or do
+    not apply to it (``given``: the options given on the command line)."""
+    for group in EXCLUSIVE:
+        chosen = [name for name in group if name in given]
+        if len(chosen) > 1:
+            names = [option_name(name) for name in group]
+            raise UserError(f"choose one of {', '.join(names[:-1])} and {names[-1]}")
+    if options.grammar is not None:
+        run = Run.grammar
+    elif options.baseline is not None:
+        run = Run.baseline
+    else:
+        program_given = options.adapter is not None or options.program is not None
+        run = Run(options.mode.resolved(program_given=program_given).value)
+    for name in sorted(given, key=[item.name for item in fields(EditOptions)].index):
+        runs = APPLIES_TO.get(name)
+        if runs is not None and run not in runs:
+            raise UserError(_refusal(option_name(name), run, runs))
+    return run
+
+
+def _refusal(option: str, run: Run, runs: frozenset[Run]) -> str:
+    """Why ``option`` cannot be used with ``run``, and what to do."""
+    if run in (Run.grammar, Run.baseline):
+        return f"{option} does not apply to --{run.value}; leave it out"
+    if runs == {Run.program}:
+        return f"{option} applies to program mode; use --mode program (or auto)"
+    if runs == {Run.rewrite}:
+        return f"{option} applies to rewrite mode; add --mode rewrite"
+    needed = " or ".join(f"--{item.value}" for item in sorted(runs - {Run.program, Run.rewrite}))
+    return f"{option} applies to {needed}; add it or leave {option} out"
 
 
 def parse_lines(lines: str, document: str) -> tuple[int, int]:
@@ -80,9 +169,228 @@ def parse_lines(lines: str, document: str) -> tuple[int, int]:
         raise UserError(f"--lines {lines!r}: expected I-J, e.g. 3-10")
     start, end = int(first), int(last or first)
     count = len(split_lines(document))
-    if not 1 <= start <= end <= count:
-        raise UserError(f"--lines {lines}: the file has {count} lines (1-{count})")
+    if start < 1:
+        raise UserError(f"--lines {lines}: lines count from 1")
+    if end < start:
+        raise UserError(f"--lines {lines}: the range is reversed; write {end}-{start}")
+    if end > count:
+        raise UserError(f"--lines {lines}: the file has {plural(count, 'line')} (1-{count})")
     return start, end
+
+
+def read_inputs(options: EditOptions, run: Run) -> EditInputs:
+    """Read and check everything the run needs before a model is loaded, so bad input
+    fails in a second, not after the model loaded."""
+    document = read_text(options.file)
+    if not options.instr.strip():
+        raise UserError("the instruction is empty; say what to change with --instr")
+    forced = None
+    if options.program is not None:
+        forced = parse(read_text(options.program))
+        resolve(forced, document)
+    target = None
+    if run is Run.baseline:
+        if options.target is None:
+            raise UserError("--baseline needs --target AFTER_FILE (the text to regenerate)")
+        target = read_text(options.target)
+    return EditInputs(
+        document=document,
+        forced=forced,
+        target=target,
+        grammar=read_text(options.grammar) if options.grammar is not None else None,
+        lines=parse_lines(options.lines, document) if options.lines is not None else None,
+        drafts=_draft_config(options.draft_config),
+    )
+
+
+def run_program(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
+    """Program mode: the model writes an edit program (or follows ``--program``)."""
+    from cad.selector import Decoder
+
+    decoder = Decoder(
+        loaded,
+        max_new_tokens=options.max_new_tokens,
+        subline=options.subline,
+        sampling=_sampling(options),
+    )
+    with _progress_bar("decoding", _program_status) as show:
+        return decoder.edit(
+            inputs.document, options.instr, program=inputs.forced, on_progress=show
+        )
+
+
+def run_rewrite(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
+    """Rewrite mode: the model rewrites the file (or ``--lines``), drafted from the text."""
+    from cad.selector.rewrite import rewrite
+
+    with _progress_bar("rewriting", _rewrite_status) as show:
+        return rewrite(
+            loaded,
+            inputs.document,
+            options.instr,
+            config=inputs.drafts,
+            max_new_tokens=options.max_new_tokens,
+            sampling=_sampling(options),
+            on_progress=show,
+            lines=inputs.lines,
+            draft_budget=options.draft_budget,
+        )
+
+
+def run_grammar(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
+    """``--grammar``: the model rewrites the file under a grammar (EBNF or JSON Schema)."""
+    from cad.selector import generate_constrained
+
+    assert inputs.grammar is not None
+    matcher = _compile_grammar(inputs.grammar, options.grammar_format, loaded).matcher()
+    with stderr.status("generating under the grammar"):
+        return generate_constrained(
+            loaded,
+            inputs.document,
+            options.instr,
+            matcher,
+            max_new_tokens=options.max_new_tokens,
+            sampling=_sampling(options),
+        )
+
+
+def run_baseline(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
+    """``--baseline``: regenerate ``--target`` as a whole-file baseline (AR or prompt lookup)."""
+    from cad.selector import prompt_lookup, regenerate
+
+    assert inputs.target is not None and options.baseline is not None
+    baseline = regenerate if options.baseline is Baseline.ar else prompt_lookup
+    with stderr.status(f"regenerating with {options.baseline.value}"):
+        return baseline(loaded, inputs.document, options.instr, inputs.target)
+
+
+RUNS: dict[Run, Callable[[Any, EditOptions, EditInputs], Any]] = {
+    Run.program: run_program,
+    Run.rewrite: run_rewrite,
+    Run.grammar: run_grammar,
+    Run.baseline: run_baseline,
+}
+
+
+def load(options: EditOptions) -> Any:
+    """The model: ``--model``, else the adapter's base model, else the default model."""
+    from cad.selector import load_model
+    from cad.selector.adapters import AdapterBaseMismatch, choose_model
+
+    adapter = str(options.adapter) if options.adapter is not None else None
+    try:
+        name = choose_model(options.model, adapter)
+    except AdapterBaseMismatch as exc:
+        raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None
+    with stderr.status(f"loading {name}"):
+        return load_model(name, device=options.device, dtype=options.dtype, adapter=adapter)
+
+
+def deliver(options: EditOptions, run: Run, document: str, result: Any) -> None:
+    """Write the stats (also for an unfinished edit), then the new text: to the file, to
+    stdout, or as a diff. An edit that spent its whole budget is never applied."""
+    if options.stats_json is not None:
+        write_atomic(options.stats_json, json.dumps(result.stats.to_dict(), indent=2) + "\n")
+    if result.stats.truncated:
+        raise UserError(
+            f"the model used its whole budget of {plural(options.max_new_tokens, 'token')} "
+            "without finishing; nothing was written (raise --max-new-tokens or narrow the "
+            "instruction)"
+        )
+    if options.write:
+        write_atomic(options.file, result.text)
+        steps = (
+            plural(result.stats.forwards, "forward")
+            if run is not Run.program
+            else plural(result.stats.ops, "op")
+        )
+        stderr.print(f"wrote {options.file} ({steps}, {result.stats.wall_s:.2f}s)")
+    elif options.stdout:
+        sys.stdout.buffer.write(result.text.encode("utf-8"))
+        sys.stdout.flush()
+    else:
+        Console(highlight=False).print(
+            render_diff(document, result.text, options.file.name), end=""
+        )
+
+
+def cmd_edit(
+    ctx: typer.Context,
+    file: Annotated[
+        Path, typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE")
+    ],
+    instr: Annotated[str, typer.Option("--instr", help="What to change.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Model folder or hub id.",
+            show_default=f"the adapter's base model, else {DEFAULT_MODEL}",
+        ),
+    ] = "",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, float16 or bfloat16.")] = "auto",
+    adapter: Annotated[
+        Path | None,
+        typer.Option(help="LoRA adapter folder from cad train (runs on its base model)."),
+    ] = None,
+    program: Annotated[
+        Path | None, typer.Option(help="Follow this program (forced-program mode).")
+    ] = None,
+    baseline: Annotated[
+        Baseline | None, typer.Option(help="Regenerate --target instead: ar or pld.")
+    ] = None,
+    target: Annotated[Path | None, typer.Option(help="Target text for --baseline.")] = None,
+    write: Annotated[bool, typer.Option("--write", help="Replace FILE (atomically).")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print the new text.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Show a unified diff (default).")] = False,
+    stats_json: Annotated[
+        Path | None,
+        typer.Option(help="Write decode stats here as JSON (also when the budget runs out)."),
+    ] = None,
+    grammar: Annotated[
+        Path | None, typer.Option(help="Rewrite the file under this grammar (EBNF or JSON Schema).")
+    ] = None,
+    grammar_format: Annotated[
+        GrammarFormat, typer.Option(help="How --grammar is written.")
+    ] = GrammarFormat.ebnf,
+    max_new_tokens: Annotated[
+        int, typer.Option(min=1, help="Budget of model-decided tokens.")
+    ] = 2048,
+    subline: Annotated[
+        bool, typer.Option("--subline", help="Program mode: allow sub-line copies.")
+    ] = False,
+    temperature: Annotated[float, typer.Option(min=0.0, help="0 is greedy.")] = 0.0,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the sampling.")] = 0,
+    mode: Annotated[
+        EditMode,
+        typer.Option(help="program, rewrite, or auto: program with --adapter or --program."),
+    ] = EditMode.auto,
+    lines: Annotated[str | None, typer.Option(help="Rewrite mode: rewrite only lines I-J.")] = None,
+    draft_config: Annotated[
+        Path | None, typer.Option(help="Rewrite mode: draft-graph config from cad calibrate.")
+    ] = None,
+    draft_budget: Annotated[
+        int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
+    ] = None,
+) -> None:
+    """Edit FILE as --instr says: the model writes an edit program the resolver applies
+    (program mode), or the complete updated file drafted from the document (rewrite mode)."""
+    options = EditOptions(**{name: value for name, value in locals().items() if name != "ctx"})
+    given = given_options(ctx, [item.name for item in fields(EditOptions)])
+    run = chosen_run(options, given)
+    inputs = read_inputs(options, run)
+    for output in (options.file if options.write else None, options.stats_json):
+        if output is not None:
+            check_writable(output)
+    from cad.selector import Cancelled, ContextTooLongError, ModelLoadError
+
+    try:
+        loaded = load(options)
+        result = RUNS[run](loaded, options, inputs)
+    except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
+        raise UserError(str(exc)) from None
+    deliver(options, run, inputs.document, result)
 
 
 def render_diff(before: str, after: str, name: str) -> Text:
@@ -98,178 +406,29 @@ def render_diff(before: str, after: str, name: str) -> Text:
     return text
 
 
-def _validated_inputs(
-    file: Path, instr: str, program: Path | None, baseline: Baseline | None, target: Path | None
-) -> tuple[str, Program | None, str | None]:
-    document = read_text(file)
-    if not instr.strip():
-        raise UserError("the instruction is empty; say what to change with --instr")
-    forced = None
-    if program is not None:
-        forced = parse(read_text(program))
-        resolve(forced, document)
-    target_text = None
-    if baseline is not None:
-        if target is None:
-            raise UserError("--baseline needs --target AFTER_FILE (the text to regenerate)")
-        target_text = read_text(target)
-    return document, forced, target_text
+def _sampling(options: EditOptions) -> Any:
+    from cad.selector import Sampling
+
+    return Sampling(temperature=options.temperature, top_p=options.top_p, seed=options.seed)
 
 
-def cmd_edit(
-    file: Annotated[Path, typer.Argument(help="The file to edit (UTF-8 text).")],
-    instr: Annotated[str, typer.Option("--instr", help="What to change.")],
-    model: Annotated[str, typer.Option(help="Model folder or hub id.")] = "",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto, float32, float16 or bfloat16.")] = "auto",
-    adapter: Annotated[
-        Path | None, typer.Option(help="LoRA adapter folder from cad train.")
-    ] = None,
-    program: Annotated[
-        Path | None, typer.Option(help="Follow this program (forced-program mode).")
-    ] = None,
-    baseline: Annotated[
-        Baseline | None, typer.Option(help="Regenerate --target instead: ar or pld.")
-    ] = None,
-    target: Annotated[Path | None, typer.Option(help="Target text for --baseline.")] = None,
-    write: Annotated[bool, typer.Option("--write", help="Replace FILE (atomically).")] = False,
-    stdout: Annotated[bool, typer.Option("--stdout", help="Print the new text.")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Show a unified diff (default).")] = False,
-    stats_json: Annotated[
-        Path | None, typer.Option(help="Write decode stats here as JSON.")
-    ] = None,
-    grammar: Annotated[
-        Path | None, typer.Option(help="Rewrite the file under this grammar (EBNF or JSON Schema).")
-    ] = None,
-    grammar_format: Annotated[
-        GrammarFormat, typer.Option(help="How --grammar is written.")
-    ] = GrammarFormat.ebnf,
-    max_new_tokens: Annotated[
-        int, typer.Option(min=1, help="Budget of model-decided tokens.")
-    ] = 2048,
-    subline: Annotated[bool, typer.Option("--subline", help="Allow sub-line copies.")] = False,
-    temperature: Annotated[float, typer.Option(min=0.0, help="0 is greedy.")] = 0.0,
-    top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
-    seed: Annotated[int, typer.Option()] = 0,
-    mode: Annotated[
-        EditMode,
-        typer.Option(help="program, rewrite, or auto: program with --adapter/--program."),
-    ] = EditMode.auto,
-    lines: Annotated[str | None, typer.Option(help="Rewrite mode: rewrite only lines I-J.")] = None,
-    draft_config: Annotated[
-        Path | None, typer.Option(help="Rewrite mode: draft-graph config from cad calibrate.")
-    ] = None,
-    draft_budget: Annotated[
-        int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
-    ] = None,
-) -> None:
-    """Edit FILE as --instr says: the model writes an edit program the resolver applies
-    (program mode), or the complete updated file drafted from the document (rewrite mode)."""
-    if write and stdout:
-        raise UserError("choose one of --write and --stdout")
-    given = {"--lines": lines, "--draft-config": draft_config, "--draft-budget": draft_budget}
-    special = "--grammar" if grammar is not None else "--baseline" if baseline is not None else None
-    mode = resolve_mode(
-        mode,
-        adapter=adapter,
-        program=program,
-        special=special,
-        rewrite_options=[name for name, value in given.items() if value is not None],
-    )
-    document, forced, target_text = _validated_inputs(file, instr, program, baseline, target)
-    line_range = parse_lines(lines, document) if lines is not None else None
-    grammar_source = read_text(grammar) if grammar is not None else None
-    drafts = _draft_config(draft_config) if mode is EditMode.rewrite else None
-
-    from cad.selector import (
-        DEFAULT_MODEL,
-        Cancelled,
-        ContextTooLongError,
-        Decoder,
-        ModelLoadError,
-        Sampling,
-        generate_constrained,
-        load_model,
-        prompt_lookup,
-        regenerate,
+def _program_status(progress: Any) -> str:
+    return (
+        f"{plural(progress.ops, 'op')}, {plural(progress.lines_copied, 'line')} copied, "
+        f"{progress.lines_generated} generated, {plural(progress.tokens_generated, 'token')}"
     )
 
-    try:
-        with stderr.status(f"loading {model or DEFAULT_MODEL}"):
-            loaded = load_model(
-                model or DEFAULT_MODEL,
-                device=device,
-                dtype=dtype,
-                adapter=str(adapter) if adapter else None,
-            )
-        sampling = Sampling(temperature=temperature, top_p=top_p, seed=seed)
-        if grammar_source is not None:
-            matcher = _compile_grammar(grammar_source, grammar_format, loaded).matcher()
-            with stderr.status("generating under the grammar"):
-                result = generate_constrained(
-                    loaded,
-                    document,
-                    instr,
-                    matcher,
-                    max_new_tokens=max_new_tokens,
-                    sampling=sampling,
-                )
-        elif baseline is not None:
-            assert target_text is not None
-            run = regenerate if baseline is Baseline.ar else prompt_lookup
-            with stderr.status(f"regenerating with {baseline.value}"):
-                result = run(loaded, document, instr, target_text)
-        elif mode is EditMode.rewrite:
-            from cad.selector.rewrite import rewrite
 
-            with _progress_bar("rewriting", "forwards", "lines drafted") as show:
-                result = rewrite(
-                    loaded,
-                    document,
-                    instr,
-                    config=drafts,
-                    max_new_tokens=max_new_tokens,
-                    sampling=sampling,
-                    on_progress=show,
-                    lines=line_range,
-                    draft_budget=draft_budget,
-                )
-        else:
-            decoder = Decoder(
-                loaded,
-                max_new_tokens=max_new_tokens,
-                subline=subline,
-                sampling=sampling,
-            )
-            with _progress_bar("decoding", "ops", "lines copied") as show:
-                result = decoder.edit(document, instr, program=forced, on_progress=show)
-    except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
-        raise UserError(str(exc)) from None
-
-    if result.stats.truncated:
-        raise UserError(
-            f"the model used its whole budget of {max_new_tokens} tokens without finishing; "
-            "nothing was written (raise --max-new-tokens or narrow the instruction)"
-        )
-    if stats_json is not None:
-        write_atomic(stats_json, json.dumps(result.stats.to_dict(), indent=2) + "\n")
-    if write:
-        write_atomic(file, result.text)
-        steps = (
-            f"{result.stats.forwards} forwards"
-            if mode is EditMode.rewrite
-            else f"{result.stats.ops} ops"
-        )
-        stderr.print(f"wrote {file} ({steps}, {result.stats.wall_s:.2f}s)")
-    elif stdout:
-        sys.stdout.buffer.write(result.text.encode("utf-8"))
-        sys.stdout.flush()
-    else:
-        Console(highlight=False).print(render_diff(document, result.text, file.name), end="")
+def _rewrite_status(progress: Any) -> str:
+    written = progress.lines_copied + progress.lines_generated
+    return (
+        f"{plural(progress.ops, 'forward')}, {plural(progress.tokens_generated, 'token')}, "
+        f"{plural(written, 'line')} written"
+    )
 
 
 @contextmanager
-def _progress_bar(title: str, steps: str, copied: str) -> Iterator[Callable[[Any], None]]:
+def _progress_bar(title: str, status: Callable[[Any], str]) -> Iterator[Callable[[Any], None]]:
     """A transient progress line on stderr; yields the callback a decode reports to."""
     with Progress(
         TextColumn(f"[bold]{title}"),
@@ -278,17 +437,10 @@ def _progress_bar(title: str, steps: str, copied: str) -> Iterator[Callable[[Any
         TimeElapsedColumn(),
         console=stderr,
         transient=True,
+        disable=not stderr.is_terminal,
     ) as bar:
         task = bar.add_task("edit", total=None, status="")
-
-        def show(progress: Any) -> None:
-            bar.update(
-                task,
-                status=f"{progress.ops} {steps}, {progress.lines_copied} {copied}, "
-                f"{progress.lines_generated} generated, {progress.tokens_generated} tokens",
-            )
-
-        yield show
+        yield lambda progress: bar.update(task, status=status(progress))
 
 
 def _draft_config(path: Path | None) -> Any:
@@ -304,7 +456,7 @@ def _draft_config(path: Path | None) -> Any:
         raise UserError(f"--draft-config {exc}") from None
 
 
-def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):
+def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded: Any) -> Any:
     """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error."""
     from cad import grammar as masking
 
@@ -318,4 +470,4 @@ def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):
 
 def register(app: typer.Typer) -> None:
     """Add ``cad edit`` to the app."""
-    app.command("edit")(cmd_edit)
+    app.command("edit", cls=CadCommand)(cmd_edit)

@@ -12,9 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cad.cli_text import CadCommand, plural
+from cad.errors import UserError
+from cad.files import MAX_CORPUS_BYTES, read_text
 from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
 from cad.resolver.coverage import DEFAULT_SWEEP, summarize
-from cad.server.files import UserError, read_text
 
 
 def cmd_oracle(
@@ -68,9 +70,15 @@ def load_tokenizer_pieces(
 
 
 def read_edit_rows(path: Path) -> list[tuple[str, str]]:
-    """(before, after) pairs from a JSONL file; a bad row is a one-line error naming it."""
+    """(before, after) pairs from a JSONL file, or from a built-in edit set named as
+    ``cad train`` names it (``heval-python``, ``heval-js``); a bad row is a one-line error
+    naming it."""
+    from cad.training.datasets import BUILTIN_DATA, load_edits
+
+    if str(path) in BUILTIN_DATA and not path.exists():
+        return [(edit.before, edit.after) for edit in load_edits(str(path))]
     rows = []
-    for number, line in enumerate(read_text(path).split("\n"), 1):
+    for number, line in enumerate(read_text(path, MAX_CORPUS_BYTES).split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -88,7 +96,13 @@ def read_edit_rows(path: Path) -> list[tuple[str, str]]:
 
 
 def cmd_analyze(
-    corpus: Annotated[Path, typer.Argument(help="JSONL rows with 'before' and 'after'.")],
+    corpus: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL rows with 'before' and 'after', or heval-python / heval-js.",
+            metavar="CORPUS",
+        ),
+    ],
     tokenizer: Annotated[Path, typer.Option("--tokenizer", help="Folder with a tokenizer.json.")],
     min_copy: Annotated[
         int, typer.Option("--min-copy", min=1, help="Shortest sub-line copy, in tokens.")
@@ -110,7 +124,7 @@ def cmd_analyze(
     if as_json:
         print(json.dumps(summary))
         return
-    table = Table(title=f"copy coverage of {corpus.name} ({summary['n']} edits)")
+    table = Table(title=f"copy coverage of {corpus.name} ({plural(int(summary['n']), 'edit')})")
     for column in (
         "oracle",
         "pooled",
@@ -139,6 +153,6 @@ def cmd_analyze(
 
 def register(app: typer.Typer) -> None:
     """Add the program-language commands to the ``cad`` app."""
-    app.command("oracle")(cmd_oracle)
-    app.command("resolve")(cmd_resolve)
-    app.command("analyze")(cmd_analyze)
+    app.command("oracle", cls=CadCommand)(cmd_oracle)
+    app.command("resolve", cls=CadCommand)(cmd_resolve)
+    app.command("analyze", cls=CadCommand)(cmd_analyze)

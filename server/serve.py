@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
+import re
 import sys
 import threading
 import uuid
@@ -23,10 +25,12 @@ from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
 
+from cad.cli_text import plural
+from cad.files import MAX_TEXT_BYTES, describe_size
 from cad.resolver import Document, ProgramError, format_program, parse, resolve
+from cad.server.lsp_adapter import CadProtocol, serve_stdio, serve_tcp
+from cad.server.modes import EditMode
 from cad.server.snap import language_of, snap_lines
 from cad.server.text_edits import text_edits
 
@@ -35,14 +39,16 @@ CONVERTER = get_converter()
 APPLY_EDIT = "cad.applyEdit"
 EDIT_SELECTION = "cad.editSelection"
 APPLY_PROGRAM = "cad.applyProgram"
-MODES = ("auto", "program", "rewrite")
+MAX_POSITION = 2**31 - 1
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
 class Settings:
-    """What the editor configures: ``initializationOptions`` or ``didChangeConfiguration``."""
+    """What the editor configures: ``initializationOptions`` or ``didChangeConfiguration``.
+    An empty ``model`` means the adapter's base model, else the default model."""
 
-    model: str = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    model: str = ""
     device: str = "auto"
     dtype: str = "auto"
     adapter: str | None = None
@@ -51,7 +57,7 @@ class Settings:
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
-        empty ``adapter`` means none."""
+        empty ``adapter`` means none. Values are checked when an edit needs them."""
         if not isinstance(values, dict):
             return
         values = values.get("cad", values) if isinstance(values.get("cad"), dict) else values
@@ -61,22 +67,32 @@ class Settings:
         if not self.adapter:
             self.adapter = None
 
-    def edit_mode(self) -> str:
+    def check(self) -> None:
+        """Raise InvalidParams naming the first setting of the wrong type."""
+        for name in ("model", "device", "dtype", "adapter", "mode"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise JsonRpcInvalidParams(f"cad.{name} is {value!r}; set it to text")
+
+    def edit_mode(self) -> EditMode:
         """``program`` (the model writes an edit program) or ``rewrite`` (it writes the new
         text, drafted from the old): ``auto`` is program when an adapter is set, since the
         trained adapter is what teaches a model the program language."""
-        if self.mode not in MODES:
+        try:
+            mode = EditMode(self.mode)
+        except ValueError:
             raise JsonRpcInvalidParams(
-                f"cad.mode is {self.mode!r}; set it to one of {', '.join(MODES)}"
-            )
-        if self.mode == "auto":
-            return "program" if self.adapter else "rewrite"
-        return self.mode
+                f"cad.mode is {self.mode!r}; set it to one of {', '.join(EditMode)}"
+            ) from None
+        return mode.resolved(program_given=self.adapter is not None)
 
     def budget(self) -> int:
-        """``maxNewTokens`` as a positive integer."""
+        """``maxNewTokens`` as a positive whole number of tokens."""
         value = self.maxNewTokens
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        whole = isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+        if isinstance(value, bool) or not whole or value < 1:
             raise JsonRpcInvalidParams(
                 f"cad.maxNewTokens is {value!r}; set it to a positive number of tokens"
             )
@@ -86,50 +102,11 @@ class Settings:
         """What a loaded model depends on; a change means reloading."""
         return (self.model, self.device, self.dtype, self.adapter)
 
+    def model_name(self) -> str:
+        """The model to load: ``model``, else the adapter's base model, else the default."""
+        from cad.selector.adapters import choose_model
 
-class CadProtocol(LanguageServerProtocol):
-    """pygls' protocol plus ``$/cancelRequest`` reaching a running edit through its flag, and
-    the client's own progress token of a command remembered for its handler."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.cancel_flags: dict[Any, threading.Event] = {}
-        self.client_progress_tokens: dict[Any, lsp.ProgressToken] = {}
-
-    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
-    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Any:
-        """pygls' command dispatch; a ``workDoneToken`` the client sent with the request is
-        kept under the request's id, so the edit reports progress on the client's token."""
-        if params.work_done_token is not None:
-            self.client_progress_tokens[self.current_request_id()] = params.work_done_token
-        return (yield from super().lsp_workspace__execute_command(params))
-
-    def take_client_progress_token(self) -> lsp.ProgressToken | None:
-        """The progress token the client sent with the running command, if any (once)."""
-        return self.client_progress_tokens.pop(self.current_request_id(), None)
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        flag = self.cancel_flags.get(msg_id)
-        if flag is not None:
-            flag.set()
-        super()._handle_cancel_notification(msg_id)
-
-    @lsp_method(lsp.SHUTDOWN)
-    def lsp_shutdown(self, *args: Any) -> Any:
-        """pygls' shutdown, made safe while an edit is running: the pending requests are
-        cancelled from a snapshot, since cancelling one removes it from the live table."""
-        if (handler := self.fm.features.get(lsp.SHUTDOWN)) is not None:
-            yield handler, args, None
-        current = self.msg_id
-        for msg_id, future in list(self._request_futures.items()):
-            if msg_id != current and not future.done():
-                future.cancel()
-        self._shutdown = True
-        return None
-
-    def current_request_id(self) -> Any:
-        """The id of the request whose handler is running."""
-        return self._ctx_msg_id.get(None)
+        return choose_model(self.model, self.adapter)
 
 
 @dataclass
@@ -171,7 +148,7 @@ class CadServer:
         if self.needs_loading():
             self._loaded = None
             self._loaded = load_model(
-                self.settings.model,
+                self.settings.model_name(),
                 device=self.settings.device,
                 dtype=self.settings.dtype,
                 adapter=self.settings.adapter,
@@ -231,26 +208,46 @@ def parse_request(arguments: Any) -> EditRequest:
         raise JsonRpcInvalidParams("cad.applyEdit: 'instruction' must say what to change")
     if not isinstance(arguments.get("snap", False), bool):
         raise JsonRpcInvalidParams("cad.applyEdit: 'snap' must be true or false")
+    dry_run = arguments.get("dryRun", False)
+    if not isinstance(dry_run, bool):
+        raise JsonRpcInvalidParams("cad.applyEdit: 'dryRun' must be true or false")
     first = last = None
     if arguments.get("range") is not None:
-        try:
-            start, end = arguments["range"]["start"], arguments["range"]["end"]
-            first, last = int(start["line"]), int(end["line"])
-            if int(end.get("character", 0)) == 0 and last > first:
-                last -= 1
-        except (KeyError, TypeError, ValueError):
-            raise JsonRpcInvalidParams("cad.applyEdit: 'range' must be an LSP Range") from None
-        if first < 0 or last < first:
-            raise JsonRpcInvalidParams("cad.applyEdit: 'range' ends before it starts")
+        first, last = _range_lines(arguments["range"])
     return EditRequest(
-        uri,
-        instruction,
-        program,
-        first,
-        last,
-        dry_run=bool(arguments.get("dryRun", False)),
-        snap=arguments.get("snap", False),
+        uri, instruction, program, first, last, dry_run=dry_run, snap=arguments.get("snap", False)
     )
+
+
+def _range_lines(value: Any) -> tuple[int, int]:
+    """The first and last whole line of an LSP Range, where an end at character 0 of a later
+    line leaves that line out; anything but a Range of non-negative whole numbers is
+    InvalidParams."""
+    shape = "cad.applyEdit: 'range' must be an LSP Range {start: {line, character}, end: {…}}"
+    if not isinstance(value, dict):
+        raise JsonRpcInvalidParams(shape)
+    numbers = []
+    for end in ("start", "end"):
+        position = value.get(end)
+        if not isinstance(position, dict):
+            raise JsonRpcInvalidParams(shape)
+        for key in ("line", "character"):
+            number = position.get(key, 0 if key == "character" else None)
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise JsonRpcInvalidParams(
+                    f"cad.applyEdit: 'range.{end}.{key}' must be a whole number, not {number!r}"
+                )
+            if not 0 <= number <= MAX_POSITION:
+                raise JsonRpcInvalidParams(
+                    f"cad.applyEdit: 'range.{end}.{key}' is {number}; it must be 0 to {MAX_POSITION}"
+                )
+            numbers.append(number)
+    first, _, last, end_character = numbers
+    if end_character == 0 and last > first:
+        last -= 1
+    if last < first:
+        raise JsonRpcInvalidParams("cad.applyEdit: 'range' ends before it starts")
+    return first, last
 
 
 def region(text: str, request: EditRequest) -> tuple[EditRequest, int, int]:
@@ -260,7 +257,8 @@ def region(text: str, request: EditRequest) -> tuple[EditRequest, int, int]:
     if request.first_line is None or request.last_line is None:
         return request, 0, len(text)
     if request.first_line >= document.n_lines:
-        raise JsonRpcInvalidParams(f"cad.applyEdit: the document has {document.n_lines} lines")
+        lines = f"{document.n_lines} line{'' if document.n_lines == 1 else 's'}"
+        raise JsonRpcInvalidParams(f"cad.applyEdit: the document has {lines}")
     last = min(request.last_line, document.n_lines - 1)
     start, end = document.line_starts[request.first_line], document.line_starts[last + 1]
     return replace(request, last_line=last), start, end
@@ -311,7 +309,13 @@ def build_server() -> tuple[LanguageServer, CadServer]:
     async def apply_edit(*arguments: Any) -> dict[str, Any]:
         protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
         client_token = protocol.take_client_progress_token()
-        return await run_edit(cad, parse_request(list(arguments)), client_token)
+        try:
+            return await run_edit(cad, parse_request(list(arguments)), client_token)
+        except JsonRpcException as exc:
+            log.warning("%s: %s", APPLY_EDIT, exc.message)
+            raise
+        except Exception as exc:  # never a traceback in a response; it goes to the log
+            raise failure(exc, cad.settings) from None
 
     return ls, cad
 
@@ -323,10 +327,17 @@ async def run_edit(
     the document did not change meanwhile. Progress goes to ``client_token`` when the client
     sent one with its request, else to a token the server creates."""
     ls = cad.ls
-    if request.uri not in ls.workspace.text_documents:
+    protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
+    document = protocol.documents.get(request.uri)
+    if document is None:
         raise JsonRpcInvalidParams(f"cad.applyEdit: {request.uri} is not open in the editor")
-    document = ls.workspace.get_text_document(request.uri)
-    text, version = document.source, document.version
+    if document.out_of_step is not None:
+        raise JsonRpcInvalidParams(
+            f"cad.applyEdit: the server's copy of {request.uri} is out of step with the editor "
+            f"({document.out_of_step}); close and reopen the document"
+        )
+    cad.settings.check()
+    text, version = document.text, document.version
     if request.snap and request.first_line is not None and request.last_line is not None:
         language = language_of(document.language_id, request.uri)
         first, last = snap_lines(text, language, request.first_line, request.last_line)
@@ -335,16 +346,17 @@ async def run_edit(
     job = Job(
         text[start:end],
         request,
-        "program" if request.program is not None else cad.settings.edit_mode(),
+        EditMode.program if request.program is not None else cad.settings.edit_mode(),
         cad.settings.budget(),
     )
+    if request.program is None:
+        check_model_input(job.region, request.first_line or 0)
 
     previous = cad.running.get(request.uri)
     if previous is not None:
         previous.set()
     flag = threading.Event()
     cad.running[request.uri] = flag
-    protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
     request_id = protocol.current_request_id()
     protocol.cancel_flags[request_id] = flag
     token = client_token if client_token is not None else str(uuid.uuid4())
@@ -373,8 +385,8 @@ async def run_edit(
     result: dict[str, Any] = {"applied": False, "program": outcome.program, "stats": outcome.stats}
     if (edited := request.edited_range()) is not None:
         result["range"] = edited
-    current = ls.workspace.get_text_document(request.uri)
-    if current.version != version:
+    current = protocol.documents.get(request.uri)
+    if current is None or current.version != version or current.text != text:
         ls.window_show_message(
             lsp.ShowMessageParams(
                 type=lsp.MessageType.Warning,
@@ -412,6 +424,25 @@ async def run_edit(
     }
 
 
+def check_model_input(region_text: str, first_line: int) -> None:
+    """Refuse, as InvalidParams, a region a model cannot edit: one over the size limit (far
+    beyond any context; tokenising it alone would take minutes), or one holding a lone
+    UTF-16 surrogate (a model reads Unicode text; a program edits such a document exactly)."""
+    size = len(region_text.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_BYTES:
+        raise JsonRpcInvalidParams(
+            f"cad.applyEdit: the text to edit is {describe_size(size)}, over the limit of "
+            f"{describe_size(MAX_TEXT_BYTES)}; select a smaller range"
+        )
+    found = _LONE_SURROGATE.search(region_text)
+    if found is not None:
+        line = first_line + region_text.count("\n", 0, found.start()) + 1
+        raise JsonRpcInvalidParams(
+            f"cad.applyEdit: line {line} holds a lone UTF-16 surrogate, which is not text a "
+            "model can read; fix that character, or apply a program"
+        )
+
+
 def splice(text: str, start: int, end: int, new_region: str) -> str:
     """``text`` with its whole-line region ``text[start:end]`` replaced by ``new_region``.
 
@@ -433,7 +464,7 @@ class Job:
 
     region: str
     request: EditRequest
-    mode: str
+    mode: EditMode
     budget: int
 
 
@@ -456,7 +487,9 @@ def _decide(
             program = parse(job.request.program)
             new_text = resolve(program, job.region)
             outcome = Outcome(
-                format_program(program), new_text, {"ops": len(program.ops), "mode": "program"}
+                format_program(program),
+                new_text,
+                {"ops": len(program.ops), "mode": EditMode.program.value},
             )
         else:
             outcome = _decode(cad, job, flag, report)
@@ -481,11 +514,11 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
     from cad.selector.rewrite import rewrite
 
     if cad.needs_loading():
-        cad.status("loading", cad.settings.model)
+        cad.status("loading", cad.settings.model_name())
     loaded = cad.model()
     cad.status("editing")
     request = job.request
-    if job.mode == "rewrite":
+    if job.mode is EditMode.rewrite:
         result = rewrite(
             loaded,
             job.region,
@@ -501,7 +534,7 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
         program = format_program(result.program)
     if result.stats.truncated:
         raise BudgetSpent(job.budget)
-    return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode})
+    return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode.value})
 
 
 class BudgetSpent(Exception):
@@ -522,7 +555,12 @@ def failure(exc: Exception, settings: Settings) -> JsonRpcException:
             "range, or of the document without one)"
         )
     from cad.selector import ContextTooLongError, ModelLoadError
+    from cad.selector.adapters import AdapterBaseMismatch
 
+    if isinstance(exc, JsonRpcException):
+        return exc
+    if isinstance(exc, AdapterBaseMismatch):
+        return JsonRpcInvalidParams(f"{exc}; clear cad.model to run it on {exc.base}")
     if isinstance(exc, BudgetSpent | ContextTooLongError):
         return JsonRpcInternalError(str(exc))
     if isinstance(exc, ModelLoadError):
@@ -565,11 +603,18 @@ async def _begin_progress(
     return True
 
 
-def _reporter(ls: LanguageServer, loop: asyncio.AbstractEventLoop, token: str, mode: str) -> Any:
+def _reporter(
+    ls: LanguageServer, loop: asyncio.AbstractEventLoop, token: str, mode: EditMode
+) -> Any:
     def report(progress: Any) -> None:
-        done = f"{progress.tokens_generated} tokens" if mode == "rewrite" else f"{progress.ops} ops"
+        done = (
+            plural(progress.tokens_generated, "token")
+            if mode is EditMode.rewrite
+            else plural(progress.ops, "op")
+        )
         message = (
-            f"{done}, {progress.lines_copied} lines copied, {progress.lines_generated} generated"
+            f"{done}, {plural(progress.lines_copied, 'line')} copied, "
+            f"{progress.lines_generated} generated"
         )
         loop.call_soon_threadsafe(
             ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=message)
@@ -593,11 +638,12 @@ def serve(
     tcp: tuple[str, int] | None = None,
     preload: bool = False,
     defaults: dict[str, Any] | None = None,
-) -> None:
-    """Run the server on stdio (default) or on TCP ``(host, port)``. ``defaults`` are
-    settings the editor's own override; ``preload`` loads the model they name (and runs a
-    warm-up forward) before the first request. A model that cannot be preloaded is logged,
-    and the first edit reports it to the editor."""
+) -> int:
+    """Run the server on stdio (default) or on TCP ``(host, port)`` until the client exits;
+    returns the exit status. ``defaults`` are settings the editor's own override;
+    ``preload`` loads the model they name (and runs a warm-up forward) before the first
+    request. A model that cannot be preloaded is logged, and the first edit reports it to
+    the editor."""
     output = None if tcp else claim_stdout()
     ls, cad = build_server()
     cad.settings.update(defaults or {})
@@ -608,7 +654,12 @@ def serve(
             cad.model()
         except ModelLoadError as exc:
             log.error("cannot preload the model: %s", exc)
+
+    def stop_edits() -> None:
+        cad.cancel_all()
+        cad.executor.shutdown(wait=False, cancel_futures=True)
+
     if tcp:
-        ls.start_tcp(*tcp)
-    else:
-        ls.start_io(stdin=sys.stdin.buffer, stdout=output)
+        return serve_tcp(ls, *tcp, on_exit=stop_edits)
+    assert output is not None
+    return serve_stdio(ls, sys.stdin.buffer, output, on_exit=stop_edits)

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from cad.server.files import UserError
+from cad.cli_text import CadCommand
+from cad.errors import UserError
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -20,13 +21,45 @@ def parse_address(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+class OneLinePerUserError(logging.Filter):
+    """Keeps the log to one line per ordinary user error: drops pygls's own record (with a
+    traceback) of an error response, which the server has already logged in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from pygls.exceptions import JsonRpcException
+
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.name.startswith("pygls") and isinstance(error, JsonRpcException))
+
+
+def configure_logging(log_file: Path | None, verbose: bool) -> None:
+    """Logs to ``log_file`` or stderr: warnings and errors, one line per user error; with
+    ``verbose`` also what the server does, and every traceback."""
+    try:
+        handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    except OSError as exc:
+        raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if not verbose:
+        handler.addFilter(OneLinePerUserError())
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True
+    )
+    if verbose:
+        logging.getLogger("pygls").setLevel(logging.WARNING)
+
+
 def cmd_serve(
     tcp: Annotated[
         str | None, typer.Option(help="Listen on HOST:PORT (or PORT) instead of stdio.")
     ] = None,
     preload: Annotated[bool, typer.Option("--preload", help="Load the model at start.")] = False,
     model: Annotated[
-        str | None, typer.Option(help="Default model (hub id or folder); editor settings win.")
+        str | None,
+        typer.Option(
+            help="Default model (hub id or folder); editor settings win.",
+            show_default="the adapter's base model, else the default model",
+        ),
     ] = None,
     device: Annotated[
         str | None, typer.Option(help="Default device: auto, cpu or cuda[:N].")
@@ -38,6 +71,9 @@ def cmd_serve(
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Log what the server does, with tracebacks.")
+    ] = False,
 ) -> None:
     """Run the language server (stdio by default); logs never go to stdout. --model,
     --device, --dtype and --adapter are defaults that the editor's settings override; with
@@ -45,15 +81,13 @@ def cmd_serve(
     address = parse_address(tcp) if tcp else None
     from cad.server.serve import serve
 
-    try:
-        handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    except OSError as exc:
-        raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    configure_logging(log_file, verbose)
     defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter}
-    serve(tcp=address, preload=preload, defaults=defaults)
+    status = serve(tcp=address, preload=preload, defaults=defaults)
+    if status:
+        raise typer.Exit(status)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``cad serve`` to the app."""
-    app.command("serve")(cmd_serve)
+    app.command("serve", cls=CadCommand)(cmd_serve)

@@ -89,12 +89,13 @@ def _is_definition(node: Node, language: str) -> bool:
 
 
 class _Lines:
-    """Maps UTF-8 byte offsets (tree-sitter's) to 0-based document lines (LF, CRLF or CR)."""
+    """Maps UTF-8 byte offsets (tree-sitter's) to 0-based document lines (LF, CRLF or CR); a
+    lone surrogate takes the three bytes of any other character of its range."""
 
     def __init__(self, document: Document) -> None:
         self.starts = [0]
         for line in document.lines:
-            self.starts.append(self.starts[-1] + len(line.encode("utf-8")))
+            self.starts.append(self.starts[-1] + len(line.encode("utf-8", "surrogatepass")))
 
     def first(self, node: Node) -> int:
         return bisect.bisect_right(self.starts, node.start_byte) - 1
@@ -113,7 +114,7 @@ def snap_lines(text: str, language: str | None, first: int, last: int) -> tuple[
     document = Document(text)
     lines = _Lines(document)
     # A lone CR ends a line for the document but not for tree-sitter; LF has the same width.
-    source = _LONE_CR.sub("\n", text).encode("utf-8")
+    source = _LONE_CR.sub("\n", text).encode("utf-8", "surrogatepass")
     tree = Parser(_language(language)).parse(source)
     found: Node | None = None
     node = tree.root_node

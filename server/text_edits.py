@@ -3,7 +3,7 @@
 Editors keep cursors, folds and undo history across an edit only when the edit touches just
 the changed text, so the new document is expressed as line hunks, each trimmed to the
 characters that differ. Positions are LSP positions: lines end at LF, CRLF or CR, and
-columns count UTF-16 code units.
+columns count UTF-16 code units (see ``cad.server.documents`` for the details).
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def offset(document: Document, where: lsp.Position) -> int:
 
 
 def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
+    """Length in UTF-16 code units; a lone surrogate (a UTF-16 editor can hold one) is one."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 def text_edits(old: str, new: str) -> list[lsp.TextEdit]:

@@ -10,17 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from cad.training.datasets import (
-    DatasetError,
-    EditExample,
-    load_edits,
-    split_by_id,
-    write_text_atomic,
-)
-
-
-class CalibrateError(Exception):
-    """Bad input to ``cad calibrate``; reported as one line."""
+from cad.cli_text import CadCommand
+from cad.errors import UserError
+from cad.files import write_atomic
+from cad.training.datasets import EditExample, load_edits, split_by_id
 
 
 @dataclass(frozen=True)
@@ -60,18 +53,18 @@ def _encoder(tokenizer: str, model: str, device: str, dtype: str) -> tuple[Any, 
         try:
             loaded = load_model(model, device=device, dtype=dtype)
         except ModelLoadError as exc:
-            raise CalibrateError(str(exc)) from None
+            raise UserError(str(exc)) from None
         return loaded.tokenizer, loaded, f"model {loaded.name}"
     if not tokenizer:
-        raise CalibrateError("give --tokenizer DIR (model-free traces) or --model (real decoding)")
+        raise UserError("give --tokenizer DIR (model-free traces) or --model (real decoding)")
     if not Path(tokenizer).is_dir():
-        raise CalibrateError(f"--tokenizer {tokenizer}: no such folder")
+        raise UserError(f"--tokenizer {tokenizer}: no such folder")
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(tokenizer), None, f"tokenizer {Path(tokenizer).name}"
     except (OSError, ValueError) as exc:
-        raise CalibrateError(f"--tokenizer {tokenizer}: cannot load ({exc})") from None
+        raise UserError(f"--tokenizer {tokenizer}: cannot load ({exc})") from None
 
 
 def run(options: Options) -> str:
@@ -83,9 +76,14 @@ def run(options: Options) -> str:
     from cad.training.calibrate import calibrate, model_trace, replay_trace
 
     if options.greedy and not options.model:
-        raise CalibrateError("--greedy follows a model's own output; give --model too")
+        raise UserError("--greedy follows a model's own output; give --model too")
+    if options.tokenizer and options.model:
+        raise UserError(
+            "choose one of --tokenizer (model-free traces) and --model (real decoding); "
+            "a model brings its own tokenizer"
+        )
     if str(options.out.parent) and not options.out.parent.is_dir():
-        raise CalibrateError(f"--out {options.out}: folder {options.out.parent} does not exist")
+        raise UserError(f"--out {options.out}: folder {options.out.parent} does not exist")
     corpora = {name: load_corpus(name, options.holdout) for name in options.data}
     tokenizer, loaded, source = _encoder(
         options.tokenizer, options.model, options.device, options.dtype
@@ -95,7 +93,8 @@ def run(options: Options) -> str:
         return tokenizer.encode(text, add_special_tokens=False)
 
     traces, used = [], []
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         for name, examples in corpora.items():
             kept = 0
             chosen = examples[: options.limit] if options.limit else examples
@@ -113,7 +112,7 @@ def run(options: Options) -> str:
                 kept += 1
             used.append(f"{Path(name).name} ({kept})")
         if not traces:
-            raise CalibrateError(
+            raise UserError(
                 f"no edit of at most {options.max_tokens} tokens in {', '.join(options.data)}"
             )
         task = progress.add_task("replaying budgets", total=None)
@@ -130,7 +129,7 @@ def run(options: Options) -> str:
             ),
             on_budget=lambda row: progress.advance(task),
         )
-    write_text_atomic(options.out, result.config.to_json())
+    write_atomic(options.out, result.config.to_json())
     config = result.config
     chosen_row = next(
         r for r in result.budgets if (r.budget, r.min_reach) == (config.budget, config.min_reach)
@@ -187,14 +186,9 @@ def cmd_calibrate(
         data, out, tokenizer, model, device, dtype, greedy, token_cost, max_tokens, holdout,
         limit, graph_size, min_gain,
     )  # fmt: skip
-    try:
-        summary = run(options)
-    except (CalibrateError, DatasetError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    print(summary, file=sys.stderr)
+    print(run(options), file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``cad calibrate`` to the app."""
-    app.command("calibrate")(cmd_calibrate)
+    app.command("calibrate", cls=CadCommand)(cmd_calibrate)

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cad.training.datasets import DatasetError, EditExample, load_edits, select_split
+from cad.cli_text import CadCommand, plural
+from cad.errors import UserError
+from cad.training.datasets import EditExample, load_edits, select_split
 
 stderr = Console(stderr=True, highlight=False)
 DATA_HELP = "A JSONL edit file ({id?, instruction, before, after}), or heval-python / heval-js."
-
-
-def fail(message: str) -> NoReturn:
-    """One ``error: ...`` line on stderr and exit status 1."""
-    print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(1)
 
 
 def counting_bar(label: str) -> Progress:
@@ -34,6 +29,7 @@ def counting_bar(label: str) -> Progress:
         TimeRemainingColumn(),
         console=stderr,
         transient=True,
+        disable=not stderr.is_terminal,
     )
 
 
@@ -93,7 +89,7 @@ def cmd_train(
     )
 
     config = TrainConfig(
-        base=base,
+        base=recorded_base(base),
         data=data,
         out=out,
         rank=rank,
@@ -140,25 +136,31 @@ def cmd_train(
 
         try:
             result = train(config, show)
-        except (TrainingError, DatasetError) as exc:
-            fail(str(exc))
+        except TrainingError as exc:
+            raise UserError(str(exc)) from None
         except KeyboardInterrupt:
-            print(
-                f"error: interrupted at step {last_step}; checkpoints stay in {out / 'checkpoints'} "
+            raise UserError(
+                f"interrupted at step {last_step}; checkpoints stay in {out / 'checkpoints'} "
                 "(continue with --resume)",
-                file=sys.stderr,
-            )
-            raise typer.Exit(130) from None
+                exit_code=130,
+            ) from None
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
     stderr.print(
-        f"trained {result.steps} steps on {result.train_examples} examples "
+        f"trained {plural(result.steps, 'step')} on {plural(result.train_examples, 'example')} "
         f"({result.valid_examples} validation, {len(result.skipped)} skipped as too long); "
         f"loss {_number(result.train_loss)}, validation loss {_number(result.valid_loss)}, "
         f"{result.tokens_per_s:,.0f} tok/s, {'4-bit' if result.four_bit else 'full-precision'} base"
     )
     stderr.print(f"adapter: {result.adapter}  (use: cad edit FILE --adapter {result.adapter})")
+
+
+def recorded_base(base: str) -> str:
+    """``--base`` as the adapter records it: a local folder as an absolute path, so that
+    ``cad edit --adapter OUT`` finds the base model from any folder; a hub id as it is."""
+    local = Path(base).expanduser()
+    return str(local.resolve()) if local.is_dir() else base
 
 
 def _number(value: float | None) -> str:
@@ -167,7 +169,12 @@ def _number(value: float | None) -> str:
 
 def cmd_eval(
     data: Annotated[str, typer.Option(help=DATA_HELP)],
-    model: Annotated[str, typer.Option(help="Model folder or hub id.")] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Model folder or hub id.", show_default="the adapter's base model, if any"
+        ),
+    ] = "",
     adapter: Annotated[
         Path | None, typer.Option(help="LoRA adapter folder (cad train --out).")
     ] = None,
@@ -196,19 +203,19 @@ def cmd_eval(
     Reports exact match, program validity, copy start/end accuracy, copy coverage, generated
     tokens and wall-clock against AR regeneration; --perturb needs no model."""
     if split not in ("all", "train", "valid", "test"):
-        fail(f"--split must be all, train, valid or test, not {split!r}")
+        raise UserError(f"--split must be all, train, valid or test, not {split!r}")
     try:
         edits = select_split(load_edits(data), split, valid_fraction, test_fraction)
-    except (DatasetError, ValueError) as exc:
-        fail(str(exc))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     edits = edits[:limit] if limit else edits
     if not edits:
-        fail(f"{data}: no edits to evaluate (split {split})")
+        raise UserError(f"{data}: no edits to evaluate (split {split})")
     if perturb:
         _perturbation(edits, perturb, trials, seed, as_json)
         return
-    if not model:
-        fail("pass --model (and --adapter for a trained selector), or --perturb EPS")
+    if not model and adapter is None:
+        raise UserError("pass --model or --adapter (it runs on its base model), or --perturb EPS")
     _model_eval(edits, model, adapter, subline, max_new_tokens, device, dtype, ar, as_json, rows)
 
 
@@ -218,7 +225,7 @@ def _perturbation(
     from cad.training.perturb import perturbation_study
 
     if any(value < 0 for value in eps):
-        fail("--perturb takes a number of lines, 0 or more")
+        raise UserError("--perturb takes a number of lines, 0 or more")
     results = [perturbation_study(edits, value, trials=trials, seed=seed) for value in eps]
     if as_json:
         payload = (
@@ -258,15 +265,19 @@ def _model_eval(
     rows: bool,
 ) -> None:
     from cad.selector import Cancelled, Decoder, ModelLoadError, load_model
+    from cad.selector.adapters import AdapterBaseMismatch, choose_model
     from cad.training.evaluate import evaluate
 
     try:
+        model = choose_model(model, str(adapter) if adapter else None)
         with stderr.status(f"loading {model}"):
             loaded = load_model(
                 model, device=device, dtype=dtype, adapter=str(adapter) if adapter else None
             )
+    except AdapterBaseMismatch as exc:
+        raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None
     except ModelLoadError as exc:
-        fail(str(exc))
+        raise UserError(str(exc)) from None
     decoder = Decoder(loaded, max_new_tokens=max_new_tokens, subline=subline)
     with counting_bar("evaluating") as bar:
         task = bar.add_task("eval", total=len(edits), status="")
@@ -280,7 +291,7 @@ def _model_eval(
         try:
             report = evaluate(decoder, edits, baseline=ar, on_edit=show)
         except Cancelled as exc:
-            fail(str(exc))
+            raise UserError(str(exc)) from None
     if as_json:
         print(json.dumps(report.to_dict(rows=rows), indent=2))
         return
@@ -294,14 +305,18 @@ def _model_eval(
     table.add_row("copy end accuracy", f"{report.end_acc:.2%}")
     table.add_row("copy coverage", f"{report.coverage:.2%}")
     table.add_row("generated tokens / edit", f"{report.generated_tokens:.1f}")
-    table.add_row("wall-clock / edit (median)", f"{report.wall_s:.3f}s")
-    if report.ar_wall_s is not None and report.speedup is not None:
-        table.add_row("AR regeneration (median)", f"{report.ar_wall_s:.3f}s")
-        table.add_row("speed-up vs AR (median)", f"{report.speedup:.2f}×")
+    if report.wall_s is None:
+        table.add_row("wall-clock / edit", "n/a: no exact edit to time")
+    else:
+        over = f"median of {plural(report.timed, 'exact edit')}"
+        table.add_row(f"wall-clock / edit ({over})", f"{report.wall_s:.3f}s")
+        if report.ar_wall_s is not None and report.speedup is not None:
+            table.add_row(f"AR regeneration ({over})", f"{report.ar_wall_s:.3f}s")
+            table.add_row(f"speed-up vs AR ({over})", f"{report.speedup:.2f}×")
     Console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``eval`` to the ``cad`` app."""
-    app.command("train")(cmd_train)
-    app.command("eval")(cmd_eval)
+    app.command("train", cls=CadCommand)(cmd_train)
+    app.command("eval", cls=CadCommand)(cmd_eval)

@@ -5,25 +5,22 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from cad.training.datasets import DatasetError, EditExample, write_jsonl
+from cad.cli_text import CadCommand, plural
+from cad.errors import UserError
+from cad.training.datasets import EditExample, write_jsonl
 
 data_app = typer.Typer(
     help="Build edit datasets: JSONL files of {id, instruction, before, after}.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
-def fail(message: str) -> NoReturn:
-    """One ``error: ...`` line on stderr and exit status 1."""
-    print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(1)
-
-
-@data_app.command("synth")
+@data_app.command("synth", cls=CadCommand)
 def cmd_synth(
     src: Annotated[
         list[Path] | None,
@@ -54,22 +51,19 @@ def cmd_synth(
             print(f"{item.name:<{width}}  {item.summary}  e.g. {item.example}")
         return
     if not src:
-        fail("no source files or folders given")
+        raise UserError("no source files or folders given")
     if out is None:
-        fail("--out FILE.jsonl is required")
-    try:
-        edits = generate(src, per_file=per_file, seed=seed, families=family, max_lines=max_lines)
-    except DatasetError as exc:
-        fail(str(exc))
+        raise UserError("--out FILE.jsonl is required")
+    edits = generate(src, per_file=per_file, seed=seed, families=family, max_lines=max_lines)
     if not edits:
-        fail("no edits could be made from the given sources")
+        raise UserError("no edits could be made from the given sources")
     _write(out, [edit.example for edit in edits])
     counts = Counter(edit.family for edit in edits)
     parts = ", ".join(f"{name} {counts[name]}" for name in FAMILIES if counts[name])
-    print(f"wrote {len(edits)} edits to {out} ({parts})", file=sys.stderr)
+    print(f"wrote {plural(len(edits), 'edit')} to {out} ({parts})", file=sys.stderr)
 
 
-@data_app.command("git")
+@data_app.command("git", cls=CadCommand)
 def cmd_git(
     repo: Annotated[Path, typer.Argument(help="A git repository (work tree or bare).")],
     out: Annotated[Path, typer.Option(help="The JSONL file to write.")],
@@ -89,24 +83,23 @@ def cmd_git(
     the parent and at the commit are before and after."""
     from cad.training.git_history import history_edits
 
-    try:
-        edits = history_edits(
-            repo, rev=rev, max_commits=max_commits, include=include or (), max_bytes=max_bytes
-        )
-    except DatasetError as exc:
-        fail(str(exc))
+    edits = history_edits(
+        repo, rev=rev, max_commits=max_commits, include=include or (), max_bytes=max_bytes
+    )
     if not edits:
-        fail(f"{repo}: no commit modifies exactly one matching text file")
+        raise UserError(f"{repo}: no commit modifies exactly one matching text file")
     _write(out, edits)
     files = len({edit.id.split(":", 1)[1] for edit in edits})
-    print(f"wrote {len(edits)} edits of {files} files to {out}", file=sys.stderr)
+    print(
+        f"wrote {plural(len(edits), 'edit')} of {plural(files, 'file')} to {out}", file=sys.stderr
+    )
 
 
 def _write(out: Path, examples: list[EditExample]) -> None:
     try:
         write_jsonl(out, examples)
     except OSError as exc:
-        fail(f"{out}: cannot write ({exc.strerror or exc})")
+        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from cad.files import write_atomic
 
 HUMANEVALPACK = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "humanevalpack"
 HUMANEVALPACK_LANGUAGES = ("python", "js")
@@ -87,25 +88,13 @@ def load_jsonl(path: str | Path) -> list[EditExample]:
     return examples
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then
-    ``os.replace``, so readers see the old file or the complete new one, never a part."""
+def write_jsonl(path: str | Path, examples: Iterable[EditExample]) -> None:
+    """Write one row per example, atomically (``cad.files.write_atomic``; a missing folder
+    is created). Non-ASCII text is escaped, so any line splitter reads the file back
+    correctly."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("x", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_jsonl(path: str | Path, examples: Iterable[EditExample]) -> None:
-    """Write one row per example, atomically (``write_text_atomic``). Non-ASCII text is
-    escaped, so any line splitter reads the file back correctly."""
-    write_text_atomic(path, "".join(json.dumps(asdict(example)) + "\n" for example in examples))
+    write_atomic(path, "".join(json.dumps(asdict(example)) + "\n" for example in examples))
 
 
 def load_humanevalpack(path_or_language: str | Path) -> list[EditExample]:

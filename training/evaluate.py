@@ -41,8 +41,10 @@ class EditScore:
 @dataclass
 class EvalReport:
     """Pooled scores over ``n`` edits. ``coverage`` is the share of output tokens that came
-    from copies; ``generated_tokens`` the mean model-decided tokens per edit; wall-clock
-    figures are medians, ``speedup`` the median per-edit ratio AR / CaD."""
+    from copies; ``generated_tokens`` the mean model-decided tokens per edit. Wall-clock
+    figures are medians over the ``timed`` edits that came out exact (the speed of a wrong
+    edit says nothing), ``speedup`` the median per-edit ratio AR / CaD over them; ``None``
+    when no edit was exact."""
 
     n: int
     em: float
@@ -51,9 +53,10 @@ class EvalReport:
     end_acc: float
     coverage: float
     generated_tokens: float
-    wall_s: float
+    wall_s: float | None
     ar_wall_s: float | None
     speedup: float | None
+    timed: int = 0
     rows: list[EditScore] = field(default_factory=list)
 
     def to_dict(self, *, rows: bool = False) -> dict[str, object]:
@@ -115,8 +118,9 @@ def summarize(rows: Sequence[EditScore]) -> EvalReport:
     """Pool per-edit scores into a report."""
     n = len(rows)
     count = sum(row.endpoints for row in rows)
-    ratios = [row.ar_wall_s / row.wall_s for row in rows if row.ar_wall_s and row.wall_s > 0]
-    ar_walls = [row.ar_wall_s for row in rows if row.ar_wall_s is not None]
+    exact = [row for row in rows if row.exact]
+    ratios = [row.ar_wall_s / row.wall_s for row in exact if row.ar_wall_s and row.wall_s > 0]
+    ar_walls = [row.ar_wall_s for row in exact if row.ar_wall_s is not None]
     return EvalReport(
         n=n,
         em=share(sum(row.exact for row in rows), n),
@@ -127,9 +131,10 @@ def summarize(rows: Sequence[EditScore]) -> EvalReport:
             sum(row.copied_tokens for row in rows), sum(row.output_tokens for row in rows)
         ),
         generated_tokens=share(sum(row.generated_tokens for row in rows), n),
-        wall_s=statistics.median(row.wall_s for row in rows) if rows else 0.0,
+        wall_s=statistics.median(row.wall_s for row in exact) if exact else None,
         ar_wall_s=statistics.median(ar_walls) if ar_walls else None,
         speedup=statistics.median(ratios) if ratios else None,
+        timed=len(exact),
         rows=list(rows),
     )
 

@@ -62,17 +62,30 @@ def check_repository(repo: Path) -> None:
         raise DatasetError(f"{repo}: not a git repository") from None
 
 
+def resolve_revision(repo: Path, rev: str) -> str:
+    """The commit id ``rev`` names in ``repo``. A revision that is empty, starts with ``-``
+    (git would take it for an option) or names no commit raises ``DatasetError``."""
+    if not rev or rev.startswith("-") or any(char in rev for char in "\x00\n\r"):
+        raise DatasetError(f"--rev {rev!r}: expected a revision (a branch, tag or commit id)")
+    try:
+        output = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    except DatasetError:
+        raise DatasetError(f"{repo}: no commit {rev!r}") from None
+    return output.decode("ascii").strip()
+
+
 def single_file_changes(
     repo: Path, *, rev: str = "HEAD", max_commits: int | None = None
 ) -> Iterator[Change]:
     """The non-merge commits reachable from ``rev`` (newest first, at most ``max_commits``
     of them read) whose only change is a modification of one regular file, with a subject
     that is neither empty nor a merge message."""
+    commit = resolve_revision(repo, rev)
     args = ["log", "--no-merges", "--no-renames", "--no-abbrev", "--raw", "-z", "--no-color"]
     args += ["--no-show-signature", f"--format={_LOG_FORMAT}"]
     if max_commits is not None:
         args.append(f"--max-count={max_commits}")
-    output = _git(repo, *args, rev, "--")
+    output = _git(repo, *args, "--end-of-options", commit, "--")
     for record in output.split(b"\x1e")[1:]:
         header, _, raw = record.partition(b"\x00")
         commit, _, subject_bytes = header.partition(b"\x1f")
@@ -108,7 +121,7 @@ class _Blobs:
 
     def __init__(self, repo: Path) -> None:
         self.process = subprocess.Popen(
-            ["git", "-C", str(repo), "cat-file", "--batch"],
+            ["git", "--no-pager", "-C", str(repo), "cat-file", "--batch"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -126,7 +126,10 @@ def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> N
         (["edit", "mean.py", "--instr", "x", "--program", "bad.program"], "expected"),
         (["edit", "mean.py", "--instr", "x", "--program", "range.program"], "out of range"),
         (["edit", "mean.py", "--instr", "x", "--baseline", "ar"], "--target"),
-        (["edit", "mean.py", "--instr", "x", "--write", "--stdout"], "one of --write and --stdout"),
+        (
+            ["edit", "mean.py", "--instr", "x", "--write", "--stdout"],
+            "choose one of --write, --stdout and --diff",
+        ),
         (["edit", "mean.py", "--instr", "x", "--model", "./no-model-here"], "does not exist"),
         (
             ["edit", "mean.py", "--instr", "x", "--device", "tpu", "--model", "MODEL"],

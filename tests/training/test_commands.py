@@ -31,7 +31,9 @@ def workspace(tmp_path_factory) -> Path:
     return folder
 
 
-def test_train_then_eval_with_the_adapter(workspace: Path) -> None:
+@pytest.fixture(scope="module")
+def trained(workspace: Path) -> dict:
+    """``cad train`` of a 3-step adapter into ``workspace/adapter``; its JSON summary."""
     trained = cad(
         "train",
         "--base", "model",
@@ -46,13 +48,15 @@ def test_train_then_eval_with_the_adapter(workspace: Path) -> None:
         cwd=workspace,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
-    summary = json.loads(trained.stdout)
-    assert summary["steps"] == 3 and summary["train_examples"] == 6
+    return json.loads(trained.stdout)
+
+
+def test_train_then_eval_with_the_adapter(workspace: Path, trained: dict) -> None:
+    assert trained["steps"] == 3 and trained["train_examples"] == 6
     assert (workspace / "adapter" / "adapter_model.safetensors").is_file()
 
     evaluated = cad(
         "eval",
-        "--model", "model",
         "--adapter", "adapter",
         "--data", "edits.jsonl",
         "--limit", "2",
@@ -67,18 +71,49 @@ def test_train_then_eval_with_the_adapter(workspace: Path) -> None:
     for key in ("n", "em", "valid", "start_acc", "end_acc", "coverage", "wall_s", "speedup"):
         assert key in report
     assert report["n"] == 2 and len(report["rows"]) == 2
-    assert report["ar_wall_s"] > 0
+    exact = [row for row in report["rows"] if row["exact"]]
+    assert report["timed"] == len(exact)
+    if not exact:
+        assert report["wall_s"] is report["speedup"] is report["ar_wall_s"] is None
+    else:
+        assert report["ar_wall_s"] > 0 and report["speedup"] > 0
 
     table = cad("eval", "--model", "model", "--data", "edits.jsonl", "--limit", "1", "--no-ar",
                 "--max-new-tokens", "16", "--device", "cpu", cwd=workspace)  # fmt: skip
     assert table.returncode == 0, table.stderr
     assert "exact match" in table.stdout and "speed-up" not in table.stdout
+    assert "n/a: no exact edit to time" in table.stdout or "median of 1 exact edit" in table.stdout
+
+
+def test_an_adapter_runs_on_its_base_model_from_any_folder(
+    workspace: Path, trained: dict, tmp_path: Path
+) -> None:
+    """``cad train`` says ``use: cad edit FILE --adapter OUT`` (see the resume test);
+    followed literally, from another folder, the edit runs on the adapter's base model."""
+    (tmp_path / "f.py").write_text("x = 0\ny = 1\n")
+    (tmp_path / "fix.program").write_text('<gen>x = 3\n</gen>\n<copy lines="2-2"/>\n</program>')
+    adapter = str(workspace / trained["adapter"])
+    edited = cad("edit", "f.py", "--instr", "Set x to 3.", "--adapter", adapter, "--program",
+                 "fix.program", "--device", "cpu", "--stdout", cwd=tmp_path)  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    assert edited.stdout == "x = 3\ny = 1\n"
+
+    other = make_tiny_model(tmp_path / "other", "qwen2", seed=1)
+    refused = cad("edit", "f.py", "--instr", "x", "--adapter", adapter, "--model", str(other),
+                  cwd=tmp_path)  # fmt: skip
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        f"error: adapter {adapter} was trained on {workspace / 'model'}, not {other}; "
+        f"leave out --model to run it on {workspace / 'model'}"
+    ]
 
 
 def test_a_second_run_into_the_same_folder_needs_resume(workspace: Path) -> None:
     args = ["train", "--base", "model", "--data", "edits.jsonl", "--out", "twice",
             "--max-steps", "1", "--batch-size", "2", "--device", "cpu"]  # fmt: skip
-    assert cad(*args, cwd=workspace).returncode == 0
+    first = cad(*args, cwd=workspace)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines()[-1] == "adapter: twice  (use: cad edit FILE --adapter twice)"
     again = cad(*args, cwd=workspace)
     assert again.returncode == 1
     assert again.stderr.strip().splitlines() == [
@@ -111,7 +146,7 @@ def test_perturbation_needs_no_model(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["eval", "--data", "missing.jsonl", "--perturb", "1"], "missing.jsonl: "),
-        (["eval", "--data", "heval-js"], "pass --model"),
+        (["eval", "--data", "heval-js"], "pass --model or --adapter"),
         (["eval", "--data", "heval-js", "--perturb", "-1"], "--perturb takes"),
         (["eval", "--data", "heval-js", "--split", "dev", "--perturb", "1"], "--split must be"),
         (["eval", "--data", "heval-js", "--model", "./nowhere"], "does not exist"),

@@ -61,7 +61,16 @@ def test_an_untrained_model_scores_within_bounds(tiny_qwen) -> None:
 
 def test_summary_of_nothing_is_zero() -> None:
     report = summarize([])
-    assert (report.n, report.em, report.start_acc, report.wall_s) == (0, 0, 0, 0)
+    assert (report.n, report.em, report.start_acc, report.timed) == (0, 0, 0, 0)
+    assert report.wall_s is report.speedup is None
+
+
+def test_speed_is_timed_over_exact_edits_only() -> None:
+    def row(identifier: str, exact: bool, wall: float) -> EditScore:
+        return EditScore(identifier, exact, True, 1, 1, 1, 5, 10, 5, wall, 1.0)
+
+    report = summarize([row("fast-but-wrong", False, 0.01), row("right", True, 0.5)])
+    assert (report.timed, report.wall_s, report.ar_wall_s, report.speedup) == (1, 0.5, 1.0, 2.0)
 
 
 @given(

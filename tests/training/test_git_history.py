@@ -5,12 +5,11 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cad.server.cli import app
 from cad.training import DatasetError, load_jsonl
 from cad.training.git_history import history_edits
 
@@ -130,14 +129,19 @@ def test_not_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
         history_edits(tmp_path / "missing")
 
 
+def cad(*args: str) -> subprocess.CompletedProcess[str]:
+    """The ``cad`` console entry point."""
+    command = [sys.executable, "-c", "from cad.server.cli import main; main()", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
 def test_cad_data_git_writes_the_edits(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     path, _ = repo
     out = tmp_path / "history.jsonl"
-    args = ["data", "git", str(path), "--out", str(out), "--include", "*.py"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
+    result = cad("data", "git", str(path), "--out", str(out), "--include", "*.py")
+    assert result.returncode == 0, result.stderr
     assert load_jsonl(out) == history_edits(path, include=["*.py"])
-    assert result.stderr == f"wrote 2 edits of 1 files to {out}\n"
+    assert result.stderr == f"wrote 2 edits of 1 file to {out}\n"
 
 
 @pytest.mark.parametrize(
@@ -157,8 +161,37 @@ def test_cad_data_git_errors_are_one_line(
     folder = repo[0] if target == "repo" else tmp_path / target
     folder.mkdir(exist_ok=True)
     out = tmp_path / "history.jsonl"
-    result = CliRunner().invoke(app, ["data", "git", str(folder), "--out", str(out), *extra])
-    assert result.exit_code == 1
+    result = cad("data", "git", str(folder), "--out", str(out), *extra)
+    assert result.returncode == 1
     assert result.stderr.startswith(message.format(folder=folder))
     assert result.stderr.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "rev", ["--output=written-by-git", "-p", "", "--all", "HEAD\n--output=x", "no-such-branch"]
+)
+def test_a_revision_is_never_taken_for_an_option(
+    rev: str, repo: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    path, _ = repo
+    out = tmp_path / "history.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-c", "from cad.server.cli import main; main()", "data", "git",
+         str(path), f"--rev={rev}", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    expected = "no commit" if rev == "no-such-branch" else "expected a revision"
+    assert expected in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert not (path / "written-by-git").exists()
+
+
+def test_a_revision_reads_the_history_it_names(repo: tuple[Path, dict[str, str]]) -> None:
+    path, kept = repo
+    assert [e.instruction for e in history_edits(path, rev=kept["docs"])] == [
+        "Describe the shop",
+        "Raise the price",
+    ]

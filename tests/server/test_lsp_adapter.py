@@ -1,0 +1,221 @@
+"""A server that always answers, through LSP frames over stdio: bad headers, oversized and
+unparsable messages, parameters that do not fit; and the pygls internals the adapter uses."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.protocol import json_rpc, language_server
+
+from cad.server import lsp_adapter
+from cad.server.serve import build_server
+from tests.server.lsp_stdio import RawServer
+
+URI = "file:///tmp/cad-test/mean.py"
+TEXT = "def mean(values):\n    return sum(values) / len(values)\n"
+EMPTY = {"uri": URI, "instruction": "x", "program": "</program>", "dryRun": True}
+
+
+def body(message: dict) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **message}).encode()
+
+
+def ask(server: RawServer, request_id: int) -> dict:
+    """A request ``server`` must answer: a dry-run edit with id ``request_id``."""
+    server.send(
+        {
+            "id": request_id,
+            "method": "workspace/executeCommand",
+            "params": {"command": "cad.applyEdit", "arguments": [EMPTY]},
+        }
+    )
+    return server.answer(request_id)
+
+
+BAD_FRAMES = {
+    "not a number": b"Content-Length: abc\r\n\r\n" + body({"method": "initialized", "params": {}}),
+    "negative": b"Content-Length: -5\r\n\r\n" + body({"method": "initialized", "params": {}}),
+    "missing": b"Content-Type: application/json\r\n\r\n" + body({"method": "initialized"}),
+    "shorter than the body": b"Content-Length: 5\r\n\r\n" + body({"id": 99, "method": "shutdown"}),
+    "no header at all": b"garbage without a line end",
+    "over the limit": b"Content-Length: 1000000000000\r\n\r\n",
+}
+
+
+def test_bad_frames_are_skipped_and_every_later_request_is_answered(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    server.open(URI, TEXT)
+    answers = {}
+    for request_id, (name, frame) in enumerate(BAD_FRAMES.items(), 100):
+        server.send_bytes(frame)
+        answers[name] = ask(server, request_id)
+    code, rest = server.close()
+    assert code == 0 and rest == []
+    for name, answer in answers.items():
+        assert answer["result"]["edits"], name
+    log = server.log()
+    assert "Content-Length 'abc' is not a length; skipped to the next message" in log
+    assert "Content-Length '-5' is not a length" in log
+    assert "has no Content-Length header" in log
+    assert "a message of 1000000000000 bytes is over the limit of 33554432" in log
+    assert "Traceback" not in log
+
+
+def test_a_large_message_is_skipped_without_holding_it(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    huge = body({"method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": URI, "languageId": "python", "version": 1, "text": "x" * (40 * 1024 * 1024),
+    }}})  # fmt: skip
+    server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(huge) + huge)
+    server.open("file:///tmp/cad-test/small.py", TEXT)
+    answer = server.edit({**EMPTY, "uri": "file:///tmp/cad-test/small.py"})
+    not_open = server.edit(EMPTY)
+    code, _ = server.close()
+    assert code == 0
+    assert answer["result"]["edits"]
+    assert "is not open in the editor" in not_open["error"]["message"]
+    assert "over the limit of 33554432" in server.log()
+
+
+def test_every_request_gets_a_one_line_answer(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    server.open(URI, TEXT)
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}
+    requests = {
+        "hover with bad params": ("textDocument/hover", {"textDocument": 5, "position": "x"}),
+        "executeCommand with a list": ("workspace/executeCommand", []),
+        "codeAction without a range": (
+            "textDocument/codeAction",
+            {"textDocument": {"uri": URI}, "context": {"diagnostics": []}},
+        ),
+        "dryRun as text": (
+            "workspace/executeCommand",
+            {"command": "cad.applyEdit", "arguments": [{**EMPTY, "dryRun": "false"}]},
+        ),
+        "a negative line": (
+            "workspace/executeCommand",
+            {
+                "command": "cad.applyEdit",
+                "arguments": [{**EMPTY, "range": {**rng, "start": {"line": -1, "character": 0}}}],
+            },
+        ),
+    }
+    answers = {name: server.request(method, params) for name, (method, params) in requests.items()}
+    server.next_id += 1
+    infinite = body({
+        "id": server.next_id,
+        "method": "workspace/executeCommand",
+        "params": {"command": "cad.applyEdit", "arguments": [{**EMPTY, "range": rng}]},
+    }).replace(b'"line": 1', b'"line": Infinity')  # fmt: skip
+    server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(infinite) + infinite)
+    answers["a line of Infinity"] = server.answer(server.next_id)
+    server.send_bytes(b"Content-Length: 9\r\n\r\n{not json")
+    answers["not JSON"] = server.answer(None)
+    server.notify("workspace/didChangeConfiguration", {"settings": {"cad": {"model": 5}}})
+    answers["model: 5"] = server.edit({"uri": URI, "instruction": "rename"})
+    code, _ = server.close()
+    assert code == 0
+    for name, answer in answers.items():
+        error = answer.get("error")
+        assert error is not None, (name, answer)
+        expected = -32700 if name == "not JSON" else -32602
+        assert error["code"] == expected, (name, error)
+        assert "\n" not in error["message"] and "data" not in error, (name, error)
+    assert (
+        "textDocument/hover: invalid params" in answers["hover with bad params"]["error"]["message"]
+    )
+    assert "'dryRun' must be true or false" in answers["dryRun as text"]["error"]["message"]
+    assert (
+        "range.end.line' must be a whole number, not inf"
+        in (answers["a line of Infinity"]["error"]["message"])
+    )
+    assert "cad.model is 5" in answers["model: 5"]["error"]["message"]
+    assert "Traceback" not in server.log()
+
+
+def test_user_errors_are_logged_in_one_line(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    answer = server.edit(EMPTY)
+    code, _ = server.close()
+    assert code == 0 and "is not open" in answer["error"]["message"]
+    lines = [line for line in server.log().splitlines() if line.strip()]
+    assert len(lines) == 1 and "is not open in the editor" in lines[0], lines
+
+
+def test_positions_are_utf16_whatever_encodings_the_client_offers(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    capabilities = server.initialize(general={"positionEncodings": ["utf-8", "utf-32"]})
+    server.open(URI, "s = '😀é'\nt = 1\n")
+    server.change(
+        URI,
+        2,
+        [{"range": {"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 7}}, "text": "!"}],
+    )  # fmt: skip
+    swapped = server.edit(
+        {**EMPTY, "program": '<copy lines="2-2"/>\n<copy lines="1-1"/>\n</program>'}
+    )
+    code, _ = server.close()
+    assert code == 0
+    assert capabilities["result"]["capabilities"]["positionEncoding"] == "utf-16"
+    (first, *_) = swapped["result"]["edits"]
+    assert swapped["result"]["edits"] and first["range"]["start"] == {"line": 0, "character": 0}
+    from tests.server.test_documents import reference_apply
+
+    assert reference_apply("s = '😀!é'\nt = 1\n", swapped["result"]["edits"]) == (
+        "t = 1\ns = '😀!é'\n"
+    )
+
+
+def test_exit_without_shutdown_returns_one(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    code, _ = server.exit()
+    assert code == 1
+
+
+PYGLS_CLASSES = {
+    "JsonRPCProtocol": json_rpc.JsonRPCProtocol,
+    "LanguageServerProtocol": language_server.LanguageServerProtocol,
+}
+
+
+@pytest.mark.parametrize("name", sorted(lsp_adapter.RELIES_ON))
+def test_pygls_methods_the_adapter_relies_on_are_unchanged(name: str) -> None:
+    owner, _, method = name.partition(".")
+    assert (
+        str(inspect.signature(getattr(PYGLS_CLASSES[owner], method))) == lsp_adapter.RELIES_ON[name]
+    )
+
+
+@pytest.mark.parametrize("name", sorted(lsp_adapter.COPIED_FROM_PYGLS))
+def test_pygls_methods_the_adapter_repeats_are_unchanged(name: str) -> None:
+    owner, _, method = name.partition(".")
+    source = inspect.getsource(getattr(PYGLS_CLASSES[owner], method))
+    assert hashlib.sha256(source.encode()).hexdigest()[:16] == lsp_adapter.COPIED_FROM_PYGLS[name]
+
+
+def test_pygls_attributes_and_builtin_features_are_the_adapters() -> None:
+    ls, _ = build_server()
+    protocol = ls.protocol
+    for attribute, kind in lsp_adapter.RELIES_ON_ATTRIBUTES.items():
+        assert isinstance(getattr(protocol, attribute), kind), attribute
+    overridden = {
+        lsp.INITIALIZE: "lsp_initialize",
+        lsp.SHUTDOWN: "lsp_shutdown",
+        lsp.TEXT_DOCUMENT_DID_OPEN: "lsp_text_document__did_open",
+        lsp.TEXT_DOCUMENT_DID_CHANGE: "lsp_text_document__did_change",
+        lsp.TEXT_DOCUMENT_DID_CLOSE: "lsp_text_document__did_close",
+        lsp.WORKSPACE_EXECUTE_COMMAND: "lsp_workspace__execute_command",
+    }
+    for method, attribute in overridden.items():
+        handler = protocol.fm.builtin_features[method]
+        assert handler.__func__ is getattr(lsp_adapter.CadProtocol, attribute), method

@@ -1,0 +1,236 @@
+"""Files on disk through the command line: ``--write`` goes through links and keeps owner,
+mode and hard links, refuses what the user may not write, never leaves a temporary file
+after SIGTERM and sweeps one that SIGKILL left; reads are bounded; every refusal is one
+``error:`` line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cad.resolver import format, oracle
+from tests.tiny_model import make_tiny_model
+
+BEFORE = "def mean(values):\n    return sum(values) / len(values) + 1\n"
+AFTER = "def mean(values):\n    return sum(values) / len(values)\n"
+ROOT = os.geteuid() == 0
+NOBODY = 65534
+
+
+def cad(*args: str, cwd: Path, prelude: str = "") -> subprocess.Popen[bytes]:
+    """Start the ``cad`` console entry point (after ``prelude``, Python run first)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", f"{prelude}\nfrom cad.server.cli import main; main()", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(process: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """The exit status and stderr of a finished ``cad``."""
+    _, err = process.communicate(timeout=300)
+    return process.returncode, err.decode()
+
+
+def one_error_line(stderr: str, *parts: str) -> None:
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    for part in parts:
+        assert part in stderr, stderr
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("files-model"), "qwen2")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "fix.program").write_text(format(oracle(BEFORE, AFTER)))
+    return tmp_path
+
+
+def write_edit(target: str, workspace: Path, model: Path, prelude: str = "") -> subprocess.Popen:
+    """``cad edit TARGET --program fix.program --write`` with the tiny model."""
+    return cad(
+        "edit", target, "--instr", "drop + 1", "--model", str(model), "--program", "fix.program",
+        "--write", cwd=workspace, prelude=prelude,
+    )  # fmt: skip
+
+
+def temporary_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".cad-tmp"))
+
+
+def test_write_goes_through_links_and_keeps_hard_links_owner_and_mode(workspace, model) -> None:
+    """The edited file has a hard link (so it is written in place); the stats file has one
+    link (so it is replaced by a rename); both are reached through symbolic links."""
+    shared = workspace / "shared.py"
+    shared.write_text(BEFORE)
+    os.link(shared, workspace / "twin.py")
+    (workspace / "shared-link.py").symlink_to("shared.py")
+    stats = workspace / "stats.json"
+    stats.write_text("{}")
+    (workspace / "stats-link.json").symlink_to("stats.json")
+    for path, mode in ((shared, 0o640), (stats, 0o604)):
+        path.chmod(mode)
+        if ROOT:
+            os.chown(path, NOBODY, NOBODY)
+    inode = stats.stat().st_ino
+
+    process = cad(
+        "edit", "shared-link.py", "--instr", "drop + 1", "--model", str(model), "--program",
+        "fix.program", "--write", "--stats-json", "stats-link.json", cwd=workspace,
+    )  # fmt: skip
+    code, stderr = finish(process)
+    assert code == 0, stderr
+    assert (workspace / "shared-link.py").is_symlink() and (
+        workspace / "stats-link.json"
+    ).is_symlink()
+    assert shared.read_text() == (workspace / "twin.py").read_text() == AFTER
+    assert '"copied_tokens"' in stats.read_text()
+    for path, mode in ((shared, 0o640), (stats, 0o604)):
+        info = path.stat()
+        assert stat.S_IMODE(info.st_mode) == mode, path
+        if ROOT:
+            assert (info.st_uid, info.st_gid) == (NOBODY, NOBODY), path
+    assert shared.stat().st_nlink == 2 and shared.samefile(workspace / "twin.py")
+    assert stats.stat().st_ino != inode  # replaced by a rename: atomic
+    assert temporary_files(workspace) == []
+
+
+def test_a_read_only_file_is_refused_before_any_decoding(workspace, model) -> None:
+    target = workspace / "frozen.py"
+    target.write_text(BEFORE)
+    target.chmod(0o444)
+    code, stderr = finish(write_edit("frozen.py", workspace, model))
+    assert code == 1
+    one_error_line(stderr, "frozen.py: the file is read-only (mode 0444)", "nothing was written")
+    assert target.read_text() == BEFORE
+
+
+SLOW_FSYNC = """
+import os, pathlib, time
+_fsync = os.fsync
+def slow_fsync(fd):
+    pathlib.Path("writing").touch()
+    time.sleep(60)
+    _fsync(fd)
+os.fsync = slow_fsync
+"""
+
+
+def interrupted_write(workspace: Path, model: Path, how: signal.Signals) -> tuple[int, str]:
+    """``cad edit --write`` stopped by ``how`` while it writes its temporary file."""
+    process = write_edit("mean.py", workspace, model, prelude=SLOW_FSYNC)
+    deadline = time.monotonic() + 240
+    while not (workspace / "writing").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the write never started"
+        time.sleep(0.05)
+    (workspace / "writing").unlink()
+    process.send_signal(how)
+    return finish(process)
+
+
+def test_sigterm_leaves_no_temporary_file_and_sigkill_leftovers_are_swept(workspace, model) -> None:
+    target = workspace / "mean.py"
+    target.write_text(BEFORE)
+    code, stderr = interrupted_write(workspace, model, signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM
+    one_error_line(stderr, "terminated; nothing was written")
+    assert temporary_files(workspace) == [] and target.read_text() == BEFORE
+
+    code, _ = interrupted_write(workspace, model, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    (left,) = temporary_files(workspace)
+    assert left.startswith(".mean.py.")
+    alive = f".mean.py.{os.getpid()}.inuse.cad-tmp"  # a writer that still runs
+    (workspace / alive).write_text("partial")
+    code, stderr = finish(write_edit("mean.py", workspace, model))
+    assert code == 0, stderr
+    assert target.read_text() == AFTER
+    assert temporary_files(workspace) == [alive]
+
+
+def test_an_unwritable_folder_is_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "shop.py").write_text("def price(n):\n    return n * 2\n\n\nTAX = 3\n")
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    prelude = ""
+    if ROOT:  # root may write anywhere: the folder refuses it as it would refuse a user
+        prelude = (
+            "import tempfile\n_mkstemp = tempfile.mkstemp\n"
+            "def mkstemp(*args, dir=None, **kwargs):\n"
+            f"    if str(dir) == {str(folder)!r}:\n"
+            "        raise PermissionError(13, 'Permission denied')\n"
+            "    return _mkstemp(*args, dir=dir, **kwargs)\n"
+            "tempfile.mkstemp = mkstemp\n"
+        )
+    else:
+        folder.chmod(0o555)
+    process = cad(
+        "data", "synth", "src", "--out", "locked/edits.jsonl", cwd=tmp_path, prelude=prelude
+    )
+    code, stderr = finish(process)
+    folder.chmod(0o755)
+    assert code == 1
+    one_error_line(stderr, f"cannot write in {folder} (Permission denied)")
+    assert list(folder.iterdir()) == []
+
+    code, stderr = finish(cad("data", "synth", "src", "--out", "edits.jsonl", cwd=tmp_path))
+    assert code == 0, stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "edits.jsonl").stat().st_mode) == 0o666 & ~umask
+
+
+def test_devices_and_huge_files_are_refused_before_reading(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.py"
+    with huge.open("wb") as handle:
+        handle.truncate(20_000_000)
+    for target, message in (
+        ("/dev/zero", "/dev/zero: not a regular file"),
+        ("huge.py", "huge.py: the file is 20.0 MB, over the limit of 4.2 MB"),
+    ):
+        code, stderr = finish(cad("edit", target, "--instr", "x", cwd=tmp_path))
+        assert code == 1
+        one_error_line(stderr, message)
+
+
+def test_a_malicious_pickle_is_one_line_and_never_runs(tmp_path: Path, model: Path) -> None:
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for item in model.iterdir():
+        if item.suffix != ".safetensors":
+            (evil / item.name).write_bytes(item.read_bytes())
+    marker = tmp_path / "pwned"
+    payload = (
+        "import os, pickle\n"
+        "class Evil:\n"
+        f"    def __reduce__(self): return (os.system, ('touch {marker}',))\n"
+        f"open({str(evil / 'pytorch_model.bin')!r}, 'wb').write(pickle.dumps(Evil()))\n"
+    )
+    subprocess.run([sys.executable, "-c", payload], check=True)
+    (tmp_path / "mean.py").write_text(BEFORE)
+    code, stderr = finish(cad("edit", "mean.py", "--instr", "x", "--model", "evil", cwd=tmp_path))
+    assert code == 1
+    one_error_line(stderr, "model evil: its weights are a pickle", "safetensors")
+    assert not marker.exists()
+
+
+def test_a_number_too_long_for_any_document_is_a_program_error(tmp_path: Path) -> None:
+    (tmp_path / "doc.py").write_text(BEFORE)
+    (tmp_path / "long.program").write_text(f'<copy lines="{"9" * 5000}-1"/>\n</program>')
+    code, stderr = finish(cad("resolve", "long.program", "doc.py", cwd=tmp_path))
+    assert code == 1
+    one_error_line(stderr, "expected a line number of at most 18 digits")
