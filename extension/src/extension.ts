@@ -6,6 +6,7 @@ import * as vscode from "vscode";
 
 import { EditCommands } from "./commands";
 import { InstructionHistory } from "./lib/history";
+import { userServerCommand } from "./lib/serverCommand";
 import { type CadSettings, readSettings, restartReason, serverSettingsChanged } from "./lib/settings";
 import { PREVIEW_SCHEME, PreviewDocuments } from "./preview";
 import { CadServer } from "./server";
@@ -13,9 +14,12 @@ import { StatusBar } from "./statusBar";
 
 let server: CadServer | undefined;
 
+/** Every `cad.*` setting; the server command only from the user's own settings. */
 function currentSettings(): CadSettings {
   const configuration = vscode.workspace.getConfiguration("cad");
-  return readSettings((key) => configuration.get(key));
+  return readSettings((key) =>
+    key === "serverCommand" ? userServerCommand(configuration.inspect(key)) : configuration.get(key),
+  );
 }
 
 /** Start the server, register the commands, the status bar item and the preview documents. */
@@ -43,6 +47,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, previews),
     ...commands.register(),
     vscode.commands.registerCommand("cad.restartServer", () => cad.restart()),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => cad.restart()),
     vscode.commands.registerCommand("cad.showOutput", () => output.show(true)),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration("cad")) {

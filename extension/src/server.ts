@@ -25,7 +25,7 @@ import {
 
 import { APPLY_EDIT, type EditArgument, type EditResult, isEditResult } from "./lib/editArgs";
 import { type ProgressToken, ProgressRouter } from "./lib/progress";
-import { findExecutable, type Launch, serverLaunch, startFailureMessage } from "./lib/serverCommand";
+import { findExecutable, type Launch, serverLaunch, startFailureMessage, untrustedLaunch } from "./lib/serverCommand";
 import { type CadSettings, configurationChange, toServerSettings } from "./lib/settings";
 import { parseStatus, type ServerState, STATUS_NOTIFICATION } from "./lib/status";
 import { Supervisor } from "./lib/supervisor";
@@ -190,6 +190,10 @@ export class CadServer implements EditServer, vscode.Disposable {
 
   /** Spawn `cad serve` and wait for it to initialize. */
   private async launch(): Promise<LanguageClient> {
+    const refusal = untrustedLaunch(this.settings.serverCommand, vscode.workspace.isTrusted);
+    if (refusal !== undefined) {
+      throw new ServerUnavailableError(refusal, false);
+    }
     const launch = this.launchSpec();
     if (findExecutable(launch.command, process.env, isFile) === undefined) {
       throw new ServerUnavailableError(startFailureMessage(launch, `${launch.command} was not found`), false);

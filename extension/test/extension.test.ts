@@ -13,10 +13,13 @@ import { DEFAULTS } from "../src/lib/settings";
 import { commands, fake } from "./fakes/vscode";
 
 interface Manifest {
+  capabilities: {
+    untrustedWorkspaces: { supported: boolean | "limited"; restrictedConfigurations?: string[] };
+  };
   contributes: {
     commands: { command: string }[];
     keybindings: { command: string; key: string }[];
-    configuration: { properties: Record<string, { default: unknown }> };
+    configuration: { properties: Record<string, { default: unknown; scope?: string }> };
   };
 }
 
@@ -86,5 +89,37 @@ describe("activate", () => {
     for (const [key, value] of Object.entries(DEFAULTS)) {
       expect(declared[`cad.${key}`]?.default, `cad.${key}`).toEqual(value);
     }
+  });
+});
+
+describe("what runs", () => {
+  it("is never chosen by a workspace's settings", async () => {
+    fake.workspaceSettings.set("cad.serverCommand", "/tmp/from-the-workspace/cad");
+    const shown = fake.nextError();
+    activateWith({ serverCommand: MISSING });
+    const { message } = await shown;
+    expect(message).toContain(`${MISSING} serve`);
+    expect(message).not.toContain("from-the-workspace");
+    expect(fake.outputChannels[0].lines.join("\n")).not.toContain("from-the-workspace");
+  });
+
+  it("is declared machine-scoped and restricted in untrusted workspaces", () => {
+    const declared = MANIFEST.contributes.configuration.properties;
+    expect(declared["cad.serverCommand"].scope).toBe("machine");
+    const untrusted = MANIFEST.capabilities.untrustedWorkspaces;
+    expect(untrusted.supported).toBe("limited");
+    expect(untrusted.restrictedConfigurations).toEqual(
+      expect.arrayContaining(["cad.serverCommand", "cad.model", "cad.adapter"]),
+    );
+  });
+
+  it("runs a command inside the workspace only once the workspace is trusted", async () => {
+    fake.trusted = false;
+    const refused = fake.nextError();
+    activateWith({ serverCommand: "${workspaceFolder}/.venv/bin/cad" });
+    expect((await refused).message).toMatch(/runs a program from this workspace, which is not trusted/);
+    const started = fake.nextError();
+    fake.grantTrust();
+    expect((await started).message).toMatch(/cannot start the language server .*\.venv\/bin\/cad"? serve.*was not found/);
   });
 });

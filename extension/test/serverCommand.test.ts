@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "vitest";
 
 import {
@@ -11,7 +14,16 @@ import {
   PYTHON_SERVE_ARGS,
   serverLaunch,
   startFailureMessage,
+  untrustedLaunch,
+  userServerCommand,
 } from "../src/lib/serverCommand";
+
+/** A Python with copy-as-decode installed: CAD_PYTHON, the one beside CAD_COMMAND, or the repository's. */
+function installedPython(): string | undefined {
+  const beside = process.env.CAD_COMMAND ? path.join(path.dirname(process.env.CAD_COMMAND), "python") : undefined;
+  const candidates = [process.env.CAD_PYTHON, beside, path.resolve(__dirname, "..", "..", ".venv", "bin", "python")];
+  return candidates.find((candidate) => candidate !== undefined && candidate !== "" && fs.existsSync(candidate));
+}
 
 describe("serverLaunch", () => {
   it("runs `cad serve` by default", () => {
@@ -26,6 +38,29 @@ describe("serverLaunch", () => {
     assert.equal(serverLaunch("${workspaceFolder}/.venv/bin/cad", context).command, "/ws/.venv/bin/cad");
     assert.equal(expandPath("~/bin/cad", context), "/home/u/bin/cad");
     assert.equal(expandPath("~user/cad", context), "~user/cad");
+  });
+});
+
+describe("the Python launch", () => {
+  const python = installedPython();
+  it.skipIf(python === undefined)("runs the installed package's server", () => {
+    const [flag, code] = PYTHON_SERVE_ARGS;
+    const done = spawnSync(python as string, [flag, code, "serve", "--help"], { encoding: "utf-8" });
+    assert.equal(done.status, 0, done.stderr);
+    assert.match(done.stdout, /Usage: .* serve/);
+  });
+});
+
+describe("who chooses what runs", () => {
+  it("takes the user's value, else the default, never the workspace's", () => {
+    assert.equal(userServerCommand({ defaultValue: "cad", globalValue: "/me/cad" }), "/me/cad");
+    const workspace = { defaultValue: "cad", workspaceValue: "/ws/evil" } as { defaultValue: string };
+    assert.equal(userServerCommand(workspace), "cad");
+  });
+  it("runs a command inside the workspace only when it is trusted", () => {
+    assert.match(untrustedLaunch("${workspaceFolder}/.venv/bin/cad", false) ?? "", /not trusted/);
+    assert.equal(untrustedLaunch("${workspaceFolder}/.venv/bin/cad", true), undefined);
+    assert.equal(untrustedLaunch("/opt/cad", false), undefined);
   });
 });
 
@@ -65,6 +100,6 @@ describe("messages", () => {
     assert.match(crashMessage(5), /stopped 5 times/);
   });
   it("quote arguments with spaces", () => {
-    assert.equal(describeLaunch(serverLaunch("python")), 'python -c "from server.cli import main; main()" serve');
+    assert.equal(describeLaunch(serverLaunch("python")), 'python -c "from cad.server.cli import main; main()" serve');
   });
 });

@@ -11,7 +11,7 @@ export interface Launch {
 }
 
 /** Arguments that run `cad serve` through a Python interpreter with the package installed. */
-export const PYTHON_SERVE_ARGS = ["-c", "from server.cli import main; main()", "serve"];
+export const PYTHON_SERVE_ARGS = ["-c", "from cad.server.cli import main; main()", "serve"];
 
 /** What the user can do when the server does not start. */
 export const INSTALL_HINT =
@@ -23,11 +23,36 @@ export interface ExpandContext {
   workspaceFolder?: string;
 }
 
+/** The placeholder for the workspace folder in `cad.serverCommand`. */
+export const WORKSPACE_FOLDER = "${workspaceFolder}";
+
+/**
+ * Why `cad.serverCommand` must not run in this window, or undefined when it may: a command
+ * inside the workspace (`${workspaceFolder}`) runs only in a trusted workspace.
+ */
+export function untrustedLaunch(setting: string, trusted: boolean): string | undefined {
+  if (trusted || !setting.includes(WORKSPACE_FOLDER)) {
+    return undefined;
+  }
+  return `Copy-as-Decode: cad.serverCommand (${setting.trim()}) runs a program from this workspace, which is not trusted; trust the workspace to start the language server.`;
+}
+
+/**
+ * The value of `cad.serverCommand` from a configuration's `inspect`: the user's (or the remote
+ * machine's) value, else the default. A value in a workspace's settings never counts, so
+ * opening a folder cannot choose what runs (the setting is machine-scoped as well).
+ */
+export function userServerCommand(
+  inspected: { defaultValue?: unknown; globalValue?: unknown } | undefined,
+): unknown {
+  return inspected?.globalValue ?? inspected?.defaultValue;
+}
+
 /** Expand a leading `~` and every `${workspaceFolder}` (left as is when there is none). */
 export function expandPath(value: string, context: ExpandContext): string {
   let expanded = value;
   if (context.workspaceFolder !== undefined) {
-    expanded = expanded.split("${workspaceFolder}").join(context.workspaceFolder);
+    expanded = expanded.split(WORKSPACE_FOLDER).join(context.workspaceFolder);
   }
   if (context.home !== undefined && (expanded === "~" || /^~[\\/]/.test(expanded))) {
     expanded = context.home + expanded.slice(1);

@@ -12,10 +12,13 @@ export type EditMode = "auto" | "program" | "rewrite";
 /** The modes the `cad.mode` setting accepts. */
 export const EDIT_MODES: readonly EditMode[] = ["auto", "program", "rewrite"];
 
-/** Defaults; they match the server's and package.json's. */
+/**
+ * Defaults; they match package.json's. An empty `model` leaves the choice to the server: the
+ * adapter's base model, else its default model (which only the server names).
+ */
 export const DEFAULTS = {
   serverCommand: "cad",
-  model: "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+  model: "",
   device: "auto",
   dtype: "auto",
   adapter: "",
@@ -27,7 +30,9 @@ export const DEFAULTS = {
 
 /** Every `cad.*` setting, as the extension uses them. */
 export interface CadSettings {
+  /** From the user's (or the remote machine's) settings only: a workspace cannot set what runs. */
   serverCommand: string;
+  /** Empty: the adapter's base model, else the server's default model. */
   model: string;
   device: string;
   dtype: string;
@@ -41,6 +46,7 @@ export interface CadSettings {
 
 /** What the server's `Settings.update` understands. */
 export interface ServerSettings {
+  /** Empty: the adapter's base model, else the server's default. */
   model: string;
   device: string;
   dtype: string;
@@ -63,7 +69,7 @@ export function readSettings(read: SettingReader): CadSettings {
   const tokens = Number(read("maxNewTokens"));
   return {
     serverCommand: text(read("serverCommand"), DEFAULTS.serverCommand),
-    model: text(read("model"), DEFAULTS.model),
+    model: typeof read("model") === "string" ? (read("model") as string).trim() : DEFAULTS.model,
     device: text(read("device"), DEFAULTS.device),
     dtype: text(read("dtype"), DEFAULTS.dtype),
     adapter: typeof read("adapter") === "string" ? (read("adapter") as string).trim() : DEFAULTS.adapter,

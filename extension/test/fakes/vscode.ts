@@ -586,14 +586,19 @@ const workspaceEvents = {
   close: new EventEmitter<FakeTextDocument>(),
   change: new EventEmitter<ChangeEvent>(),
   configuration: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
+  trust: new EventEmitter<void>(),
 };
 
 /** Everything tests control and observe. */
 export const fake = {
   documents: [] as FakeTextDocument[],
   activeEditor: undefined as FakeTextEditor | undefined,
-  /** Settings by full key, e.g. `cad.preview`. */
+  /** The user's settings by full key, e.g. `cad.preview`. */
   settings: new Map<string, unknown>(),
+  /** The open workspace's settings (`.vscode/settings.json`), which win over the user's. */
+  workspaceSettings: new Map<string, unknown>(),
+  /** Whether the user trusts the open workspace. */
+  trusted: true,
   messages: [] as ShownMessage[],
   statusMessages: [] as string[],
   progress: [] as ShownProgress[],
@@ -642,6 +647,12 @@ export const fake = {
     });
   },
 
+  /** Trust the workspace, as the user does in the trust dialog. */
+  grantTrust(): void {
+    this.trusted = true;
+    workspaceEvents.trust.fire();
+  },
+
   /** A command registered through `commands.registerCommand`. */
   command(id: string): (...args: unknown[]) => unknown {
     const handler = registeredCommands.get(id);
@@ -671,6 +682,8 @@ export const fake = {
     this.documents = [];
     this.activeEditor = undefined;
     this.settings.clear();
+    this.workspaceSettings.clear();
+    this.trusted = true;
     this.messages = [];
     this.statusMessages = [];
     this.progress = [];
@@ -770,12 +783,23 @@ export const workspace = {
   onWillSaveTextDocument: new EventEmitter<unknown>().event,
   onDidChangeWorkspaceFolders: new EventEmitter<unknown>().event,
   onDidChangeConfiguration: workspaceEvents.configuration.event,
+  onDidGrantWorkspaceTrust: workspaceEvents.trust.event,
+  get isTrusted(): boolean {
+    return fake.trusted;
+  },
   getConfiguration(section?: string) {
     const key = (name: string): string => (section ? `${section}.${name}` : name);
+    const value = (name: string): unknown =>
+      fake.workspaceSettings.has(key(name)) ? fake.workspaceSettings.get(key(name)) : fake.settings.get(key(name));
+    const has = (name: string): boolean => fake.workspaceSettings.has(key(name)) || fake.settings.has(key(name));
     return {
-      get: <T>(name: string, fallback?: T): T | undefined =>
-        fake.settings.has(key(name)) ? (fake.settings.get(key(name)) as T) : fallback,
-      has: (name: string): boolean => fake.settings.has(key(name)),
+      get: <T>(name: string, fallback?: T): T | undefined => (has(name) ? (value(name) as T) : fallback),
+      has,
+      inspect: (name: string) => ({
+        key: key(name),
+        globalValue: fake.settings.get(key(name)),
+        workspaceValue: fake.workspaceSettings.get(key(name)),
+      }),
       update: (name: string, value: unknown): Promise<void> => {
         fake.configure({ [key(name)]: value });
         return Promise.resolve();
