@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import typer
 from typer.core import TyperCommand
-
-_BRACED = re.compile(r"\{(.+)\}(\.\.\.)?")
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -17,12 +14,27 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 
 
 class CadCommand(TyperCommand):
-    """A command whose usage line names required arguments plainly: ``cad edit [OPTIONS]
-    FILE``, not ``{FILE}``."""
+    """A command whose usage line names arguments plainly and in capitals, as its help text
+    does: ``cad edit [OPTIONS] FILE``, not ``{file}``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for parameter in self.params:
+            if parameter.param_type_name == "argument" and not parameter.metavar:
+                parameter.metavar = (parameter.name or "").upper()
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        """The usage pieces, with the braces around required arguments removed."""
-        return [_BRACED.sub(r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
+        """The options placeholder, then each argument: ``NAME``, ``[NAME]`` when optional,
+        with ``...`` when it takes several values."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for parameter in self.get_params(ctx):
+            if parameter.param_type_name != "argument":
+                pieces.extend(parameter.get_usage_pieces(ctx))
+                continue
+            name = parameter.metavar or (parameter.name or "").upper()
+            name = name if parameter.required else f"[{name}]"
+            pieces.append(name + ("..." if parameter.nargs != 1 else ""))
+        return pieces
 
 
 def given_options(ctx: typer.Context, names: list[str]) -> set[str]:

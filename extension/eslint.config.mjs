@@ -2,7 +2,8 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["out/**", "dist/**", "node_modules/**"] },
+  // test/host is a package of its own (a plain Node 24 script driving code-server).
+  { ignores: ["out/**", "dist/**", "node_modules/**", "test/host/**"] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {

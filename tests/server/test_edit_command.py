@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from cad.defaults import DEFAULT_MODEL
 from cad.resolver import format, oracle
+from cad.selector.stats import Progress
+from cad.server.edit_command import _rewrite_status
 from tests.tiny_model import make_tiny_model
 
 CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
@@ -56,8 +60,11 @@ def test_forced_program_write_is_exact_and_reports_stats(workspace, model_dir) -
     stats = json.loads((workspace / "stats.json").read_text())
     for key in ("forwards", "generated_tokens", "copied_tokens", "forced_tokens", "wall_s"):
         assert key in stats
-    assert stats["copied_tokens"] > 0
+    assert stats["copied_tokens"] > 0 and stats["mode"] == "program"
     assert list(workspace.glob(".mean.py.*")) == []
+    # Quiet: no library warning, no progress bar, no blank line; only the command's own line.
+    (line,) = result.stderr.decode().splitlines()
+    assert line.startswith(f"wrote mean.py ({stats['ops']} op") and line.endswith("s)")
 
 
 def test_diff_is_the_default_output(workspace, model_dir) -> None:
@@ -109,11 +116,16 @@ def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> N
         "--max-new-tokens",
         "1",
         "--write",
+        "--stats-json",
+        "stats.json",
         cwd=workspace,
     )
     assert result.returncode == 1
+    assert result.stderr.decode().startswith("error: the model used its whole budget of 1 token ")
     assert b"nothing was written" in result.stderr
     assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
+    stats = json.loads((workspace / "stats.json").read_text())
+    assert stats["truncated"] is True and stats["mode"] == "program"
 
 
 @pytest.mark.parametrize(
@@ -290,6 +302,11 @@ def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
         (["--mode", "program", "--lines", "1-2"], "--lines applies to rewrite mode"),
         (["--program", "fix.program", "--draft-budget", "8"], "--draft-budget applies to rewrite"),
         (["--lines", "3-9"], "the file has 4 lines"),
+        (["--mode", "rewrite", "--lines", "4-2"], "--lines 4-2: the range is reversed; write 2-4"),
+        (["--mode", "rewrite", "--subline"], "--subline applies to program mode"),
+        (["--stdout", "--diff"], "choose one of --write, --stdout and --diff"),
+        (["--target", "fix.program"], "--target applies to --baseline"),
+        (["--grammar", "g.ebnf", "--baseline", "ar"], "choose one of --grammar and --baseline"),
         (["--lines", "two"], "expected I-J"),
         (["--mode", "rewrite", "--grammar", "g.ebnf"], "--mode does not apply to --grammar"),
         (["--draft-config", "bad.json"], "unknown draft-config keys: budgit"),
@@ -307,3 +324,26 @@ def test_rewrite_mode_bad_input_is_one_line(
     assert stderr.count("\n") == 1 and stderr.startswith("error: "), stderr
     assert message in stderr
     assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
+
+
+def test_an_offline_first_run_fails_at_once_naming_a_command_that_exists(workspace, tmp_path):
+    """No model in the cache and no hub: one line naming ``hf download``, which the
+    installation has, instead of a minute of retries."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
+    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9")
+    result = subprocess.run(
+        [*CAD, "edit", "mean.py", "--instr", "x"], cwd=workspace, env=env, capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    (line,) = result.stderr.decode().splitlines()
+    assert line.startswith(f"error: model {DEFAULT_MODEL} is not in the local cache and ")
+    assert "cannot be reached" in line and f"(hf download {DEFAULT_MODEL})" in line
+    assert (Path(sys.executable).parent / "hf").is_file()
+
+
+def test_rewrite_progress_counts_the_lines_it_wrote() -> None:
+    status = _rewrite_status(Progress(ops=1, lines_copied=2, lines_generated=1, tokens_generated=1))
+    assert status == "1 forward, 1 token, 3 lines written"

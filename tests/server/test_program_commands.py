@@ -100,6 +100,12 @@ def test_analyze_reports_line_and_subline_coverage(tmp_path: Path) -> None:
     assert b"subline" in table.stdout
 
 
+def test_analyze_takes_the_built_in_edit_sets_by_name(tmp_path: Path) -> None:
+    result = cad("analyze", "heval-python", "--tokenizer", str(TOKENIZERS / "qwen2"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["n"] == len(heval_pairs("python"))
+
+
 def test_analyze_reads_rows_with_unicode_line_separators(tmp_path: Path) -> None:
     corpus = tmp_path / "sep.jsonl"
     corpus.write_text(

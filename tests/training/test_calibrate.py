@@ -174,6 +174,10 @@ def test_cad_calibrate_traces_real_decoding_with_a_model(corpus: Path, tmp_path)
         (["--data", "edits.jsonl", "--tokenizer", "TOK", "--greedy", "--out", "c.json"], "--model"),
         (["--data", "edits.jsonl", "--tokenizer", "TOK", "--out", "no/c.json"], "does not exist"),
         (["--data", "edits.jsonl", "--tokenizer", "nowhere", "--out", "c.json"], "no such folder"),
+        (
+            ["--data", "edits.jsonl", "--tokenizer", "TOK", "--model", "m", "--out", "c.json"],
+            "choose one of --tokenizer (model-free traces) and --model",
+        ),
     ],
 )
 def test_cad_calibrate_bad_input_is_one_line(corpus: Path, args: list[str], message: str) -> None:

@@ -191,5 +191,14 @@ def test_a_four_bit_base_trains_and_its_adapter_loads_on_the_full_base(
     assert result.four_bit and result.steps == 2
     assert all(torch.isfinite(torch.tensor(row["loss"])) for row in result.history)
     assert any("Linear4bit" in type(module).__name__ for module in result.model.modules())
+    trained_b = [w for name, w in adapter_weights(out).items() if "lora_B" in name]
+    assert trained_b and any(bool(w.abs().sum() > 0) for w in trained_b)  # B starts at zero
+    base = load_model(str(sharp_model), device="cpu", dtype="float32")
     loaded = load_model(str(sharp_model), device="cpu", dtype="float32", adapter=str(out))
-    assert Decoder(loaded, max_new_tokens=8).edit("x = 0\n", "Set x to 1.").program is not None
+    ids = torch.tensor([loaded.tokenizer.encode("x = 0\nSet x to 1.")])
+    with torch.no_grad():
+        assert not torch.allclose(base.model(ids).logits, loaded.model(ids).logits)
+    loaded_b = [w for name, w in loaded.model.state_dict().items() if "lora_B" in name]
+    assert sorted(float(w.abs().sum()) for w in loaded_b) == pytest.approx(
+        sorted(float(w.abs().sum()) for w in trained_b)
+    )
