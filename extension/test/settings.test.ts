@@ -101,3 +101,11 @@ describe("changes", () => {
     assert.equal(serverSettingsChanged(base, { ...base, maxNewTokens: 10 }), true);
   });
 });
+
+describe("the model", () => {
+  it("is left to the server when cad.model is empty: the adapter's base, else the server's default", () => {
+    assert.equal(DEFAULTS.model, "");
+    assert.equal(toServerSettings(readSettings(reader({ adapter: "/runs/a" }))).model, "");
+    assert.equal(toServerSettings(readSettings(reader({ model: " /models/q " }))).model, "/models/q");
+  });
+});

@@ -6,6 +6,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,3 +223,52 @@ def test_pygls_attributes_and_builtin_features_are_the_adapters() -> None:
     for method, attribute in overridden.items():
         handler = protocol.fm.builtin_features[method]
         assert handler.__func__ is getattr(lsp_adapter.CadProtocol, attribute), method
+
+
+def test_tcp_serves_one_client_and_exits_with_it(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = "from cad.server.cli import main; main()"
+    server = subprocess.Popen(
+        [sys.executable, "-c", command, "serve", "--tcp", f"127.0.0.1:{port}"],
+        stderr=(tmp_path / "log").open("wb"),
+    )
+    try:
+        for _ in range(600):
+            try:
+                connection = socket.create_connection(("127.0.0.1", port), timeout=60)
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("cad serve --tcp never listened")
+        with connection, connection.makefile("rb") as stream:
+
+            def exchange(message: dict) -> dict | None:
+                data = body(message)
+                connection.sendall(b"Content-Length: %d\r\n\r\n" % len(data) + data)
+                if "id" not in message:
+                    return None
+                while True:
+                    headers = {}
+                    while line := stream.readline().strip():
+                        name, _, value = line.partition(b":")
+                        headers[name] = value.strip()
+                    answer = json.loads(stream.read(int(headers[b"Content-Length"])))
+                    if answer.get("id") == message["id"] and "method" not in answer:
+                        return answer
+
+            exchange({"id": 1, "method": "initialize", "params": {"capabilities": {}}})
+            exchange({"method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": URI, "languageId": "python", "version": 1, "text": TEXT}}})  # fmt: skip
+            edit = exchange({"id": 2, "method": "workspace/executeCommand",
+                             "params": {"command": "cad.applyEdit", "arguments": [EMPTY]}})  # fmt: skip
+            shut = exchange({"id": 3, "method": "shutdown"})
+            exchange({"method": "exit"})
+        code = server.wait(timeout=60)
+    finally:
+        server.kill()
+    assert edit is not None and edit["result"]["edits"]
+    assert shut == {"jsonrpc": "2.0", "id": 3, "result": None}
+    assert code == 0
