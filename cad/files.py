@@ -110,7 +110,9 @@ def write_atomic(path: Path, text: str) -> None:
     except FileNotFoundError:
         raise UserError(f"{path}: folder {target.parent} does not exist") from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written") from None
+        raise UserError(
+            f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+        ) from None
 
 
 def check_writable(path: Path) -> None:
@@ -202,7 +204,9 @@ def _overwrite_in_place(target: Path, path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
     except OSError as exc:
-        raise UserError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written") from None
+        raise UserError(
+            f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -243,7 +247,9 @@ def _sweep_stale_temp_files(target: Path) -> None:
             stale = not _running(int(match.group(1)))
         elif without_pid.fullmatch(entry.name) is not None:
             with contextlib.suppress(OSError):
-                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_TEMP_AGE_S
+                stale = (
+                    time.time() - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_TEMP_AGE_S
+                )
         else:
             continue
         if stale and entry.is_file(follow_symlinks=False):

@@ -14,9 +14,7 @@ PROBE_TIMEOUT_S = 5.0
 
 def download_hint(model: str) -> str:
     """What to do about a model that is not on this machine."""
-    return (
-        f"download it first (hf download {model}) or pass --model PATH to a local model folder"
-    )
+    return f"download it first (hf download {model}) or pass --model PATH to a local model folder"
 
 
 def hub_options(model: str) -> dict[str, Any]:

@@ -108,9 +108,7 @@ def load_model(
     options = hub_options(model)
     try:
         tokenizer = _quiet_from_pretrained(AutoTokenizer, model, **options)
-        network = _quiet_from_pretrained(
-            AutoModelForCausalLM, model, dtype=torch_dtype, **options
-        )
+        network = _quiet_from_pretrained(AutoModelForCausalLM, model, dtype=torch_dtype, **options)
     except pickle.UnpicklingError:
         raise ModelLoadError(f"model {model}: {UNSAFE_WEIGHTS}") from None
     except (OSError, ValueError) as exc:

@@ -214,9 +214,7 @@ def run_program(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
         sampling=_sampling(options),
     )
     with _progress_bar("decoding", _program_status) as show:
-        return decoder.edit(
-            inputs.document, options.instr, program=inputs.forced, on_progress=show
-        )
+        return decoder.edit(inputs.document, options.instr, program=inputs.forced, on_progress=show)
 
 
 def run_rewrite(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
@@ -316,9 +314,7 @@ def deliver(options: EditOptions, run: Run, document: str, result: Any) -> None:
 
 def cmd_edit(
     ctx: typer.Context,
-    file: Annotated[
-        Path, typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE")
-    ],
+    file: Annotated[Path, typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE")],
     instr: Annotated[str, typer.Option("--instr", help="What to change.")],
     model: Annotated[
         str,

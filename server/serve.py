@@ -257,7 +257,7 @@ def region(text: str, request: EditRequest) -> tuple[EditRequest, int, int]:
     if request.first_line is None or request.last_line is None:
         return request, 0, len(text)
     if request.first_line >= document.n_lines:
-        lines = f"{document.n_lines} line{'' if document.n_lines == 1 else 's'}"
+        lines = plural(document.n_lines, "line")
         raise JsonRpcInvalidParams(f"cad.applyEdit: the document has {lines}")
     last = min(request.last_line, document.n_lines - 1)
     start, end = document.line_starts[request.first_line], document.line_starts[last + 1]
@@ -336,20 +336,17 @@ async def run_edit(
             f"cad.applyEdit: the server's copy of {request.uri} is out of step with the editor "
             f"({document.out_of_step}); close and reopen the document"
         )
-    cad.settings.check()
     text, version = document.text, document.version
     if request.snap and request.first_line is not None and request.last_line is not None:
         language = language_of(document.language_id, request.uri)
         first, last = snap_lines(text, language, request.first_line, request.last_line)
         request = replace(request, first_line=first, last_line=last)
     request, start, end = region(text, request)
-    job = Job(
-        text[start:end],
-        request,
-        EditMode.program if request.program is not None else cad.settings.edit_mode(),
-        cad.settings.budget(),
-    )
-    if request.program is None:
+    if request.program is not None:
+        job = Job(text[start:end], request, EditMode.program, budget=0)
+    else:
+        cad.settings.check()
+        job = Job(text[start:end], request, cad.settings.edit_mode(), cad.settings.budget())
         check_model_input(job.region, request.first_line or 0)
 
     previous = cad.running.get(request.uri)
@@ -460,7 +457,7 @@ def splice(text: str, start: int, end: int, new_region: str) -> str:
 @dataclass(frozen=True)
 class Job:
     """What the worker thread decodes: the region's text, the request, ``program`` or
-    ``rewrite`` mode and the token budget."""
+    ``rewrite`` mode and the token budget (unused when the request gives the program)."""
 
     region: str
     request: EditRequest

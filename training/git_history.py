@@ -68,7 +68,9 @@ def resolve_revision(repo: Path, rev: str) -> str:
     if not rev or rev.startswith("-") or any(char in rev for char in "\x00\n\r"):
         raise DatasetError(f"--rev {rev!r}: expected a revision (a branch, tag or commit id)")
     try:
-        output = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+        output = _git(
+            repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
+        )
     except DatasetError:
         raise DatasetError(f"{repo}: no commit {rev!r}") from None
     return output.decode("ascii").strip()
