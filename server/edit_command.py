@@ -144,6 +144,13 @@ def cmd_edit(
     grammar_format: Annotated[
         GrammarFormat, typer.Option(help="How --grammar is written.")
     ] = GrammarFormat.ebnf,
+    ignore_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-unsupported",
+            help="JSON Schema: leave out keywords the grammar cannot enforce instead of failing.",
+        ),
+    ] = False,
     max_new_tokens: Annotated[
         int, typer.Option(min=1, help="Budget of model-decided tokens.")
     ] = 2048,
@@ -167,6 +174,8 @@ def cmd_edit(
     (program mode), or the complete updated file drafted from the document (rewrite mode)."""
     if write and stdout:
         raise UserError("choose one of --write and --stdout")
+    if ignore_unsupported and grammar_format is not GrammarFormat.json_schema:
+        raise UserError("--ignore-unsupported applies to --grammar-format json-schema")
     given = {"--lines": lines, "--draft-config": draft_config, "--draft-budget": draft_budget}
     special = "--grammar" if grammar is not None else "--baseline" if baseline is not None else None
     mode = resolve_mode(
@@ -204,7 +213,8 @@ def cmd_edit(
             )
         sampling = Sampling(temperature=temperature, top_p=top_p, seed=seed)
         if grammar_source is not None:
-            matcher = _compile_grammar(grammar_source, grammar_format, loaded).matcher()
+            compiled = _compile_grammar(grammar_source, grammar_format, loaded, ignore_unsupported)
+            matcher = compiled.matcher()
             with stderr.status("generating under the grammar"):
                 result = generate_constrained(
                     loaded,
@@ -304,16 +314,28 @@ def _draft_config(path: Path | None) -> Any:
         raise UserError(f"--draft-config {exc}") from None
 
 
-def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded):
-    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error."""
+def _compile_grammar(
+    source: str, grammar_format: GrammarFormat, loaded, ignore_unsupported: bool = False
+):
+    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error,
+    and JSON Schema keywords left out under ``--ignore-unsupported`` are named on stderr."""
     from cad import grammar as masking
 
+    options = {"ignore_unsupported": True} if ignore_unsupported else {}
     try:
-        return masking.compile(
-            source, loaded.tokenizer, format=grammar_format.value, vocab_size=loaded.vocab_size
+        compiled = masking.compile(
+            source,
+            loaded.tokenizer,
+            format=grammar_format.value,
+            vocab_size=loaded.vocab_size,
+            **options,
         )
     except (masking.GrammarError, ValueError) as exc:
         raise UserError(f"grammar: {exc}") from None
+    ignored = compiled.details.get("ignored_keywords")
+    if ignored:
+        stderr.print(f"warning: grammar: not enforced: {', '.join(ignored)}")
+    return compiled
 
 
 def register(app: typer.Typer) -> None:
