@@ -23,9 +23,13 @@ import glob
 import json
 import os
 import random
+import re
 import statistics
+import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +179,20 @@ class Tally:
     failures: Counter[str] = field(default_factory=Counter)
 
 
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence the native peers, which log every rejection to file descriptor 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def run(
     engines: list[Engine], records: list[tuple[str, dict[str, Any]]], token_every: int
 ) -> dict[str, Tally]:
@@ -188,27 +206,35 @@ def run(
         invalid = [in_grammar_order(t["data"], schema) for t in record["tests"] if not t["valid"]]
         for engine in engines:
             tally = tallies[engine.name]
-            started = time.perf_counter()
-            try:
-                compiled = engine.compile(schema)
-            except Exception as error:  # every peer raises its own types
-                tally.failures[_reason(error)] += 1
-                continue
-            tally.compile_seconds.append(time.perf_counter() - started)
-            tally.compiled += 1
-            for value in valid:
-                for spelling in SPELLINGS:
-                    tally.valid[spelling] += _safe(engine.accepts, compiled, spell(value, spelling))
-            for value in invalid:
-                tally.rejected += not _safe(engine.accepts, compiled, spell(value, "ordinary"))
-            if token_every and position % token_every == 0 and valid:
-                text = spell(valid[0], "pretty")
-                tally.token_checked += 1
-                free = _safe(engine.accepts, compiled, text)
-                tally.token_disagreements += free != _safe(engine.token_accepts, compiled, text)
+            tokens = bool(token_every) and position % token_every == 0
+            with quiet_stderr():
+                _tally_one(engine, tally, schema, valid, invalid, tokens)
         if (position + 1) % 100 == 0:
             print(f"  {position + 1}/{len(records)} files", flush=True)
     return tallies
+
+
+def _tally_one(
+    engine: Engine, tally: Tally, schema: Any, valid: list[Any], invalid: list[Any], tokens: bool
+) -> None:
+    started = time.perf_counter()
+    try:
+        compiled = engine.compile(schema)
+    except Exception as error:  # every peer raises its own types
+        tally.failures[_reason(error)] += 1
+        return
+    tally.compile_seconds.append(time.perf_counter() - started)
+    tally.compiled += 1
+    for value in valid:
+        for spelling in SPELLINGS:
+            tally.valid[spelling] += _safe(engine.accepts, compiled, spell(value, spelling))
+    for value in invalid:
+        tally.rejected += not _safe(engine.accepts, compiled, spell(value, "ordinary"))
+    if tokens and valid:
+        text = spell(valid[0], "pretty")
+        tally.token_checked += 1
+        free = _safe(engine.accepts, compiled, text)
+        tally.token_disagreements += free != _safe(engine.token_accepts, compiled, text)
 
 
 def _safe(check: Any, compiled: Any, text: str) -> bool:
@@ -220,6 +246,7 @@ def _safe(check: Any, compiled: Any, text: str) -> bool:
 
 def _reason(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = re.sub(r"^\[[0-9:]+\] \S+:[0-9]+: ", "", text)
     if "cannot be enforced" in text:
         return text.split(":")[0]
     return text[:90]

@@ -221,6 +221,12 @@ class _Translator:
         )
         if chosen is None:
             return value
+        try:
+            values = finite_values(self, chosen)
+        except GrammarError:
+            values = None
+        if values is not None:
+            return next((v for v in values if _same_json(v, value)), value)
         if isinstance(value, list):
             layouts = array_layouts(chosen)
             return [self.order(item, schemas_at(layouts, i)) for i, item in enumerate(value)]
@@ -714,6 +720,11 @@ class _Translator:
                 Literal("null"),
             ],
         )
+
+
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal as JSON values (key order aside)."""
+    return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
 
 
 def _joined(items: list[Expr], ws: Expr) -> Expr:
