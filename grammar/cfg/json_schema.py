@@ -71,8 +71,6 @@ _NEVER_SUPPORTED = {
     "unevaluatedProperties": "it depends on what other keywords evaluated",
     "unevaluatedItems": "it depends on what other keywords evaluated",
 }
-_OVERLAP = "$oneOf options may overlap"
-"""Key of the marker part added to alternatives of a ``oneOf`` whose options may overlap."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +144,8 @@ class _Translator:
         self.anchors: dict[str, Any] | None = None
         self.cache: dict[Hashable, Any] = {}
         self.expanded_negations: set[int] = set()
+        self.origins: dict[int, str] = {}
+        self.naming = "not"
         self.fresh = self.writer.fresh
         self.define = self.writer.define
         self.chain = self.writer.chain
@@ -161,6 +161,8 @@ class _Translator:
     # ------------------------------------------------------------ services (SchemaContext)
 
     def unsupported(self, keyword: str, detail: str) -> None:
+        if keyword == "not" and self.naming != "not":
+            keyword, detail = self.naming, f"it needs a 'not' that cannot be enforced: {detail}"
         if not self.options.ignore_unsupported:
             raise GrammarError(
                 f"JSON Schema keyword {keyword!r} cannot be enforced: {detail} "
@@ -255,12 +257,7 @@ class _Translator:
             options = [a for option in schema["anyOf"] for a in self.schema_alternatives(option)]
             result = self._conjoin(result, options)
         if "oneOf" in schema:
-            branches = [self.schema_alternatives(option) for option in schema["oneOf"]]
-            options = [a for branch in branches for a in branch]
-            if not self._disjoint_branches(branches):
-                marker = self._synthetic({_OVERLAP: True})
-                options = [Conjunction((*a.parts, marker)) for a in options]
-            result = self._conjoin(result, options)
+            result = self._conjoin(result, self._exactly_one(schema["oneOf"], result))
         if "not" in schema:
             branches = self._object_negation(schema["not"])
             if branches is not None:
@@ -273,7 +270,7 @@ class _Translator:
                 self.schema_alternatives(condition),
                 self.schema_alternatives(schema.get("then", True)),
             )
-            negated = self._synthetic({"not": condition})
+            negated = self._synthetic({"not": condition}, origin="if")
             otherwise = self._conjoin(
                 self.schema_alternatives(negated),
                 self.schema_alternatives(schema.get("else", True)),
@@ -337,8 +334,27 @@ class _Translator:
                         branches.append(excluded)
         return [self._synthetic(branch) for branch in branches]
 
-    def _synthetic(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _exactly_one(self, options: list[Any], context: list[Conjunction]) -> list[Conjunction]:
+        """Alternatives for ``oneOf``: its options when no two can overlap together with
+        their ``context`` (the keywords beside the ``oneOf``), otherwise each option with the
+        negation of all the others."""
+        branches = [self.schema_alternatives(option) for option in options]
+        if not self._disjoint_branches([self._conjoin(context, b) for b in branches]):
+            branches = []
+            for index, option in enumerate(options):
+                alternatives = self.schema_alternatives(option)
+                for other in options[:index] + options[index + 1 :]:
+                    negated = self._synthetic({"not": other}, origin="oneOf")
+                    alternatives = self._conjoin(alternatives, self.schema_alternatives(negated))
+                branches.append(alternatives)
+        return [a for branch in branches for a in branch]
+
+    def _synthetic(self, schema: dict[str, Any], origin: str | None = None) -> dict[str, Any]:
+        """Keep a schema made up here alive (conjunctions are keyed by identity); ``origin``
+        is the keyword to name when its ``not`` cannot be enforced."""
         self.synthetic.append(schema)
+        if origin is not None:
+            self.origins[id(schema)] = origin
         return schema
 
     def _conjoin(self, left: list[Conjunction], right: list[Conjunction]) -> list[Conjunction]:
@@ -472,15 +488,15 @@ class _Translator:
         values = finite_values(self, conjunction)
         if values is not None:
             return list(dict.fromkeys(self.literal(value) for value in values))
-        if conjunction.has(_OVERLAP):
-            self.unsupported(
-                "oneOf",
-                "its options may overlap and 'exactly one' cannot be checked while generating",
-            )
         negation = _Negation(conjunction.types(), [], [], set(), [])
-        for negated in conjunction.values("not"):
-            if id(negated) not in self.expanded_negations:
-                self._negate(negated, negation)
+        for part in conjunction.parts:
+            negated = part.get("not")
+            if negated is not None and id(negated) not in self.expanded_negations:
+                self.naming = self.origins.get(id(part), "not")
+                try:
+                    self._negate(negated, negation)
+                finally:
+                    self.naming = "not"
         return self._typed_options(conjunction, negation)
 
     def _typed_options(self, conjunction: Conjunction, negation: _Negation) -> list[Expr]:

@@ -138,9 +138,9 @@ def _limit(ctx: SchemaContext, dfa: Dfa, low: int, high: int | None) -> Dfa:
     try:
         return intersect(dfa, length_dfa(low, high))
     except AutomatonTooLarge:
-        ctx.unsupported(
-            "maxLength", f"{high} characters under a pattern or format make too large an automaton"
-        )
+        keyword = "minLength" if high is None else "maxLength"
+        detail = "the length bound with a pattern or format makes too large an automaton"
+        ctx.unsupported(keyword, detail)
         return dfa
 
 

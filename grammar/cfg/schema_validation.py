@@ -61,11 +61,13 @@ def _lenient_draft() -> Any:
 
 def validator_for_root(root: Any) -> Any:
     """A ``jsonschema`` validator for ``root``: the draft its ``$schema`` names, otherwise
-    the lenient latest draft described above. ``$ref`` resolves against ``root``."""
+    the lenient latest draft described above. ``$ref`` resolves against ``root`` only:
+    nothing is ever fetched."""
     from jsonschema.validators import validator_for
+    from referencing import Registry
 
     cls = validator_for(root, default=_lenient_draft())
-    return cls(root)
+    return cls(root, registry=Registry())
 
 
 def is_valid(root_validator: Any, schema: Any, instance: Any) -> bool:

@@ -170,6 +170,12 @@ KEYWORDS = [
         ["[1]", "null"],
     ),
     ({"oneOf": [{"const": 1}, {"const": 2}]}, ["1", "2"], ["3"]),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, ["1", "3.5", '"s"'], ["3", "2.5"]),
+    (
+        {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "maxLength": 2}]},
+        ['"ab0"', '"b"'],
+        ['"ab"', '"bcd"'],
+    ),
     (
         {
             "oneOf": [
@@ -339,7 +345,7 @@ def test_whitespace_is_bounded_and_compact_is_an_option() -> None:
         ({"type": "array", "contains": {"type": "integer"}}, "contains"),
         ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
         ({"type": "string", "pattern": "(?=a)"}, "pattern"),
-        ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf"),
+        ({"oneOf": [{"type": "array", "minItems": 1}, {"type": "array", "maxItems": 3}]}, "oneOf"),
         ({"$ref": "http://example.com/s.json"}, "\\$ref"),
         ({"type": "array", "maxItems": 5000}, "maxItems"),
         ({"type": "number", "not": {"enum": [1.5]}}, None),
