@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 
@@ -88,6 +89,16 @@ def run_differential(
     return accepted, rejected
 
 
+@functools.cache
+def schema_engines(name: str) -> tuple[Grammar, Engines]:
+    """A fixture schema's grammar and engines, built once for both schema tests (lark's
+    LALR tables are the costly part)."""
+    grammar = simplify(
+        lower(schema_to_rules(dict(fixture_schemas())[name]["schema"], SCHEMA_OPTIONS))
+    )
+    return grammar, Engines(grammar)
+
+
 def text_grammar(name: str) -> Grammar:
     return simplify(lower(parse_ebnf(TEXT_GRAMMARS[name][0])))
 
@@ -114,8 +125,7 @@ def test_text_grammars_agree(name: str) -> None:
     ("name", "record"), fixture_schemas(), ids=[n for n, _ in fixture_schemas()]
 )
 def test_json_schemas_agree(name: str, record: dict) -> None:
-    grammar = simplify(lower(schema_to_rules(record["schema"], SCHEMA_OPTIONS)))
-    engines = Engines(grammar)
+    grammar, engines = schema_engines(name)
     run_differential(grammar, 40, seed=len(name), depth=6, engines=engines)
     for test in record["tests"]:
         if test["valid"]:
@@ -134,6 +144,6 @@ def test_text_grammars_agree_heavy(name: str) -> None:
 
 @pytest.mark.slow
 def test_json_schemas_agree_heavy() -> None:
-    for name, record in fixture_schemas():
-        grammar = simplify(lower(schema_to_rules(record["schema"], SCHEMA_OPTIONS)))
-        run_differential(grammar, 150 * HEAVY_SCALE, seed=len(name) + 1, depth=9)
+    for name, _ in fixture_schemas():
+        grammar, engines = schema_engines(name)
+        run_differential(grammar, 150 * HEAVY_SCALE, seed=len(name) + 1, depth=9, engines=engines)
