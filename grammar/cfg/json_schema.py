@@ -21,25 +21,22 @@ import json
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
-from cad.grammar.cfg.char_automata import ANY, AutomatonTooLarge, Dfa, intersect, literal_dfa
+from cad.grammar.cfg.char_automata import ANY, AutomatonTooLarge
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.json_text import RuleWriter, encoded_char, string_literal, whitespace_rule
-from cad.grammar.cfg.schema_arrays import ARRAY_KEYWORDS, array_expr, array_layouts, schemas_at
-from cad.grammar.cfg.schema_context import APPLICATORS, TYPES, Conjunction
-from cad.grammar.cfg.schema_objects import OBJECT_KEYWORDS, Formula, ObjectBuilder, presence_formula
-from cad.grammar.cfg.schema_scalars import (
+from cad.grammar.cfg.schema_arrays import array_expr, array_layouts, schemas_at
+from cad.grammar.cfg.schema_context import (
+    ARRAY_KEYWORDS,
+    NEVER_SUPPORTED,
     NUMBER_KEYWORDS,
-    STRING_KEYWORDS,
-    finite_values,
-    has_number_constraints,
-    has_string_constraints,
-    number_dfa,
-    number_expr,
-    string_dfa,
-    string_expr,
+    OBJECT_KEYWORDS,
+    Conjunction,
 )
+from cad.grammar.cfg.schema_expansion import SchemaExpander
+from cad.grammar.cfg.schema_negation import Negation, negate
+from cad.grammar.cfg.schema_objects import Formula, ObjectBuilder
+from cad.grammar.cfg.schema_scalars import finite_values, number_expr, string_expr
 from cad.grammar.cfg.schema_validation import validator_for_root
 from cad.grammar.cfg.syntax_tree import (
     EMPTY,
@@ -59,18 +56,6 @@ to 15 levels deep (``indent=2``: 31), CRLF line ends included."""
 INLINE_WHITESPACE = 16
 """White-space characters allowed around a colon (``{"a" : 1}``): values never start on
 a new line in the JSON people write, and a small bound keeps the grammar small."""
-MAX_ALTERNATIVES = 256
-KNOWN_KEYWORDS = (
-    APPLICATORS | STRING_KEYWORDS | NUMBER_KEYWORDS | OBJECT_KEYWORDS | ARRAY_KEYWORDS
-    | {"not", "enum", "const", "type", "format", "$dynamicRef", "$recursiveRef",
-       "unevaluatedProperties", "unevaluatedItems"}
-)  # fmt: skip
-_NEVER_SUPPORTED = {
-    "$dynamicRef": "dynamic references are not supported",
-    "$recursiveRef": "recursive references are not supported; use $ref",
-    "unevaluatedProperties": "it depends on what other keywords evaluated",
-    "unevaluatedItems": "it depends on what other keywords evaluated",
-}
 
 
 @dataclass(frozen=True)
@@ -109,21 +94,6 @@ def in_grammar_order(instance: Any, schema: Any) -> Any:
     return _Translator(schema, SchemaOptions(ignore_unsupported=True)).order(instance, [schema])
 
 
-class _ReferenceCycle(GrammarError):
-    """A ``$ref`` / ``allOf`` chain that returns to itself without a value in between."""
-
-
-@dataclass
-class _Negation:
-    """What the ``not`` keywords of a conjunction take away, per JSON type."""
-
-    types: set[str]
-    strings: list[Dfa]
-    numbers: list[Dfa]
-    literals: set[str]
-    formulas: list[Formula]
-
-
 class _Translator:
     def __init__(self, root: Any, options: SchemaOptions) -> None:
         self.root = root
@@ -136,15 +106,10 @@ class _Translator:
         )
         self.colon = Sequence((inline, Literal(":"), inline))
         self.ignored: set[str] = set()
-        self.synthetic: list[dict[str, Any]] = []
-        self.alternatives_memo: dict[int, list[Conjunction]] = {}
-        self.expanding: set[int] = set()
+        self.expander = SchemaExpander(self, root)
         self.conjunction_memo: dict[tuple[int, ...], Expr] = {}
         self.validator: Any = None
-        self.anchors: dict[str, Any] | None = None
         self.cache: dict[Hashable, Any] = {}
-        self.expanded_negations: set[int] = set()
-        self.origins: dict[int, str] = {}
         self.naming = "not"
         self.fresh = self.writer.fresh
         self.define = self.writer.define
@@ -181,40 +146,19 @@ class _Translator:
             ) from None
 
     def value_expr(self, schemas: list[Any]) -> Expr:
-        alternatives = [Conjunction(())]
-        for schema in schemas:
-            alternatives = self._conjoin(alternatives, self.schema_alternatives(schema))
+        alternatives = self.expander.alternatives_of(schemas)
         options = list(dict.fromkeys(self._conjunction_expr(a) for a in alternatives))
         return options[0] if len(options) == 1 else Choice(tuple(options))
 
     def schema_alternatives(self, schema: Any) -> list[Conjunction]:
-        if schema is True:
-            return [Conjunction(())]
-        if schema is False:
-            return []
-        if not isinstance(schema, dict):
-            raise GrammarError(f"a schema must be an object or a boolean, not {schema!r}")
-        key = id(schema)
-        if key in self.alternatives_memo:
-            return self.alternatives_memo[key]
-        if key in self.expanding:
-            raise _ReferenceCycle(
-                "a $ref or allOf refers back to itself without a value in between"
-            )
-        self.expanding.add(key)
-        try:
-            result = self._expand(schema)
-        finally:
-            self.expanding.discard(key)
-        self.alternatives_memo[key] = result
-        return result
+        return self.expander.alternatives(schema)
 
     def order(self, value: Any, schemas: list[Any]) -> Any:
         """See ``in_grammar_order``."""
         if not isinstance(value, dict | list):
             return value
         try:
-            alternatives = self._alternatives_of(schemas)
+            alternatives = self.expander.alternatives_of(schemas)
         except GrammarError:
             return value
         chosen = next(
@@ -232,7 +176,7 @@ class _Translator:
         if isinstance(value, list):
             layouts = array_layouts(chosen)
             return [self.order(item, schemas_at(layouts, i)) for i, item in enumerate(value)]
-        layout = ObjectBuilder(self, chosen, [], KNOWN_KEYWORDS)
+        layout = ObjectBuilder(self, chosen, [])
         names = [name for name in layout.names if name in value]
         names += [key for key in value if key not in layout.names]
         return {key: self.order(value[key], layout.value_schemas(key)) for key in names}
@@ -244,227 +188,6 @@ class _Translator:
             return False
 
     # ------------------------------------------------------------ expansion
-
-    def _expand(self, schema: dict[str, Any]) -> list[Conjunction]:
-        result = [Conjunction((schema,))]
-        if "$ref" in schema:
-            target = self._resolve(schema["$ref"])
-            if target is not None:
-                result = self._conjoin(result, self.schema_alternatives(target))
-        for sub in schema.get("allOf", []):
-            result = self._conjoin(result, self.schema_alternatives(sub))
-        if "anyOf" in schema:
-            options = [a for option in schema["anyOf"] for a in self.schema_alternatives(option)]
-            result = self._conjoin(result, options)
-        if "oneOf" in schema:
-            result = self._conjoin(result, self._exactly_one(schema["oneOf"], result))
-        if "not" in schema:
-            branches = self._object_negation(schema["not"])
-            if branches is not None:
-                self.expanded_negations.add(id(schema["not"]))
-                options = [a for branch in branches for a in self.schema_alternatives(branch)]
-                result = self._conjoin(result, options)
-        if "if" in schema:
-            condition = schema["if"]
-            then = self._conjoin(
-                self.schema_alternatives(condition),
-                self.schema_alternatives(schema.get("then", True)),
-            )
-            negated = self._synthetic({"not": condition}, origin="if")
-            otherwise = self._conjoin(
-                self.schema_alternatives(negated),
-                self.schema_alternatives(schema.get("else", True)),
-            )
-            result = self._conjoin(result, then + otherwise)
-        for keyword in ("dependencies", "dependentSchemas"):
-            for trigger, then in schema.get(keyword, {}).items():
-                if isinstance(then, list) or presence_formula(then, KNOWN_KEYWORDS) is not None:
-                    continue
-                present = self._conjoin(
-                    self.schema_alternatives(self._synthetic({"required": [trigger]})),
-                    self.schema_alternatives(then),
-                )
-                absent = self.schema_alternatives(self._synthetic({"properties": {trigger: False}}))
-                result = self._conjoin(result, present + absent)
-        return result
-
-    def _object_negation(self, negated: Any) -> list[dict[str, Any]] | None:
-        """``not`` over objects described by ``required`` and ``properties`` with value
-        schemas (what ``if`` discriminators look like), as alternatives: some required key
-        is missing, or some declared key holds a value its schema rejects, or the value is
-        of a type the negated schema does not accept. None when ``negated`` says more (the
-        typed translation then handles it) or only speaks of presence (kept as a formula)."""
-        if presence_formula(negated, KNOWN_KEYWORDS) is not None:
-            return None
-        alternatives = self.schema_alternatives(negated)
-        result: list[dict[str, Any]] = [{}]
-        for alternative in alternatives:
-            branches = self._negated_alternative(alternative)
-            if branches is None:
-                return None
-            result = [{"allOf": [a, b]} for a in result for b in branches]
-            if len(result) > MAX_ALTERNATIVES:
-                return None
-        return [self._synthetic(branch) for branch in result]
-
-    def _negated_alternative(self, alternative: Conjunction) -> list[dict[str, Any]] | None:
-        types = alternative.types()
-        if alternative.has("not") or finite_values(self, alternative) is not None:
-            return None
-        if "integer" in types and "number" not in types:
-            return None
-        allowed = {"required", "properties", "type"}
-        if any(k in KNOWN_KEYWORDS and k not in allowed for k, _ in alternative.pairs()):
-            return None
-        others = sorted(set(TYPES) - types - {"integer"})
-        branches: list[dict[str, Any]] = [{"type": others}] if others else []
-        if "object" in types:
-            for name in _required(alternative):
-                branches.append({"type": "object", "properties": {name: False}})
-            for properties in alternative.values("properties"):
-                for name, schema in properties.items():
-                    if schema is False:
-                        branches.append({"type": "object", "required": [name]})
-                    elif schema is not True and schema != {}:
-                        excluded = {
-                            "type": "object",
-                            "required": [name],
-                            "properties": {name: {"not": schema}},
-                        }
-                        branches.append(excluded)
-        return [self._synthetic(branch) for branch in branches]
-
-    def _exactly_one(self, options: list[Any], context: list[Conjunction]) -> list[Conjunction]:
-        """Alternatives for ``oneOf``: its options when no two can overlap together with
-        their ``context`` (the keywords beside the ``oneOf``), otherwise each option with the
-        negation of all the others."""
-        branches = [self.schema_alternatives(option) for option in options]
-        if not self._disjoint_branches([self._conjoin(context, b) for b in branches]):
-            branches = []
-            for index, option in enumerate(options):
-                alternatives = self.schema_alternatives(option)
-                for other in options[:index] + options[index + 1 :]:
-                    negated = self._synthetic({"not": other}, origin="oneOf")
-                    alternatives = self._conjoin(alternatives, self.schema_alternatives(negated))
-                branches.append(alternatives)
-        return [a for branch in branches for a in branch]
-
-    def _synthetic(self, schema: dict[str, Any], origin: str | None = None) -> dict[str, Any]:
-        """Keep a schema made up here alive (conjunctions are keyed by identity); ``origin``
-        is the keyword to name when its ``not`` cannot be enforced."""
-        self.synthetic.append(schema)
-        if origin is not None:
-            self.origins[id(schema)] = origin
-        return schema
-
-    def _conjoin(self, left: list[Conjunction], right: list[Conjunction]) -> list[Conjunction]:
-        result = [
-            Conjunction(tuple({id(p): p for p in (*a.parts, *b.parts)}.values()))
-            for a in left
-            for b in right
-        ]
-        if len(result) > MAX_ALTERNATIVES:
-            raise GrammarError(
-                f"the schema expands into more than {MAX_ALTERNATIVES} alternatives "
-                "(anyOf, oneOf, if and dependencies combined)"
-            )
-        return result
-
-    def _resolve(self, ref: Any) -> Any:
-        if not isinstance(ref, str):
-            raise GrammarError(f"'$ref' must be a string, not {ref!r}")
-        base, _, fragment = ref.partition("#")
-        target: Any = self.root
-        if base:
-            target = self._anchor_index().get(base)
-            if target is None:
-                self.unsupported("$ref", f"{ref!r} is not a reference inside this schema")
-                return None
-        if fragment and not fragment.startswith("/"):
-            target = self._anchor_index().get("#" + fragment)
-            if target is None:
-                raise GrammarError(f"$ref {ref!r} does not resolve")
-            return target
-        for token in fragment.split("/")[1:] if fragment else []:
-            token = unquote(token).replace("~1", "/").replace("~0", "~")
-            if isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            elif isinstance(target, dict) and token in target:
-                target = target[token]
-            else:
-                raise GrammarError(f"$ref {ref!r} does not resolve")
-        return target
-
-    def _anchor_index(self) -> dict[str, Any]:
-        """Subschemas by ``$id`` (as written) and ``#anchor`` (``$anchor`` or ``$id: "#a"``)."""
-        if self.anchors is None:
-            self.anchors = {}
-            stack = [self.root]
-            while stack:
-                node = stack.pop()
-                if isinstance(node, dict):
-                    for keyword in ("$id", "id"):
-                        value = node.get(keyword)
-                        if isinstance(value, str):
-                            self.anchors.setdefault(value.rstrip("#"), node)
-                    if isinstance(node.get("$anchor"), str):
-                        self.anchors.setdefault("#" + node["$anchor"], node)
-                    stack.extend(v for k, v in node.items() if k not in ("enum", "const"))
-                elif isinstance(node, list):
-                    stack.extend(node)
-        return self.anchors
-
-    # ------------------------------------------------------------ oneOf
-
-    def _disjoint_branches(self, branches: list[list[Conjunction]]) -> bool:
-        """Whether no value can match two ``oneOf`` options (then anyOf is exact)."""
-        for index, left in enumerate(branches):
-            for right in branches[index + 1 :]:
-                for a in left:
-                    for b in right:
-                        try:
-                            if not self._disjoint(a, b, 0):
-                                return False
-                        except GrammarError:
-                            return False
-        return True
-
-    def _disjoint(self, a: Conjunction, b: Conjunction, depth: int) -> bool:
-        common = _kinds(a.types()) & _kinds(b.types())
-        if not common:
-            return True
-        for left, right in ((a, b), (b, a)):
-            values = finite_values(self, left)
-            if values is not None:
-                return not any(all(self.is_valid(p, v) for p in right.parts) for v in values)
-        return all(self._kind_disjoint(kind, a, b, depth) for kind in common)
-
-    def _kind_disjoint(self, kind: str, a: Conjunction, b: Conjunction, depth: int) -> bool:
-        if kind == "string":
-            return string_dfa(self, a).is_empty() or _dfa_disjoint(
-                string_dfa(self, a), string_dfa(self, b)
-            )
-        if kind == "number":
-            return _dfa_disjoint(number_dfa(self, a, "number"), number_dfa(self, b, "number"))
-        if kind != "object" or depth > 2:
-            return False
-        for name in _required(a) | _required(b):
-            left, right = _property_schemas(a, name), _property_schemas(b, name)
-            if (name in _required(a) and False in right) or (
-                name in _required(b) and False in left
-            ):
-                return True
-            if name in _required(a) and name in _required(b):
-                lefts, rights = self._alternatives_of(left), self._alternatives_of(right)
-                if all(self._disjoint(x, y, depth + 1) for x in lefts for y in rights):
-                    return True
-        return False
-
-    def _alternatives_of(self, schemas: list[Any]) -> list[Conjunction]:
-        alternatives = [Conjunction(())]
-        for schema in schemas:
-            alternatives = self._conjoin(alternatives, self.schema_alternatives(schema))
-        return alternatives
 
     # ------------------------------------------------------------ conjunctions
 
@@ -482,24 +205,24 @@ class _Translator:
         return reference
 
     def _conjunction_options(self, conjunction: Conjunction) -> list[Expr]:
-        for keyword, reason in _NEVER_SUPPORTED.items():
+        for keyword, reason in NEVER_SUPPORTED.items():
             if conjunction.has(keyword):
                 self.unsupported(keyword, reason)
         values = finite_values(self, conjunction)
         if values is not None:
             return list(dict.fromkeys(self.literal(value) for value in values))
-        negation = _Negation(conjunction.types(), [], [], set(), [])
+        negation = Negation(conjunction.types(), [], [], set(), [])
         for part in conjunction.parts:
             negated = part.get("not")
-            if negated is not None and id(negated) not in self.expanded_negations:
-                self.naming = self.origins.get(id(part), "not")
+            if negated is not None and id(negated) not in self.expander.expanded_negations:
+                self.naming = self.expander.origins.get(id(part), "not")
                 try:
-                    self._negate(negated, negation)
+                    negate(self, negated, negation)
                 finally:
                     self.naming = "not"
         return self._typed_options(conjunction, negation)
 
-    def _typed_options(self, conjunction: Conjunction, negation: _Negation) -> list[Expr]:
+    def _typed_options(self, conjunction: Conjunction, negation: Negation) -> list[Expr]:
         types = negation.types
         options: list[Expr | None] = []
         for word in ("null", "true", "false"):
@@ -541,92 +264,12 @@ class _Translator:
     def _object(self, conjunction: Conjunction, formulas: list[Formula]) -> Expr | None:
         if not formulas and not any(conjunction.has(k) for k in OBJECT_KEYWORDS):
             return RuleRef("json-object")
-        return ObjectBuilder(self, conjunction, formulas, KNOWN_KEYWORDS).build()
+        return ObjectBuilder(self, conjunction, formulas).build()
 
     def _array(self, conjunction: Conjunction) -> Expr | None:
         if not any(conjunction.has(k) for k in ARRAY_KEYWORDS):
             return RuleRef("json-array")
         return array_expr(self, conjunction)
-
-    def _negate(self, schema: Any, negation: _Negation) -> None:
-        """Take away from ``negation.types`` what ``schema`` accepts (``not`` is the
-        conjunction of the negated alternatives)."""
-        try:
-            self._negate_alternatives(schema, negation)
-        except AutomatonTooLarge as error:
-            self.unsupported("not", f"its automaton is too large ({error})")
-
-    def _negate_alternatives(self, schema: Any, negation: _Negation) -> None:
-        for alternative in self.schema_alternatives(schema):
-            values = finite_values(self, alternative)
-            nested = alternative.has("not")
-            for kind in sorted(_kinds(negation.types) & _kinds(alternative.types())):
-                if values is not None:
-                    self._negate_values(kind, alternative, values, negation)
-                elif kind == "string":
-                    if has_string_constraints(alternative) or nested or _lengths(alternative):
-                        negation.strings.append(string_dfa(self, alternative))
-                    else:
-                        negation.types.discard("string")
-                elif kind == "number":
-                    self._negate_numbers(alternative, nested, negation)
-                elif kind in ("boolean", "null"):
-                    if nested:
-                        self.unsupported("not", f"a 'not' inside 'not' for {kind} values")
-                    else:
-                        negation.types.discard(kind)
-                elif kind == "object":
-                    self._negate_objects(alternative, nested, negation)
-                elif kind == "array":
-                    if nested or any(alternative.has(k) for k in ARRAY_KEYWORDS):
-                        self.unsupported("not", "excluding arrays by their items or length")
-                    else:
-                        negation.types.discard("array")
-
-    def _negate_values(
-        self, kind: str, alternative: Conjunction, values: list[Any], negation: _Negation
-    ) -> None:
-        chosen = [v for v in values if _kind_of(v) == kind]
-        if not chosen:
-            return
-        if kind == "string":
-            negation.strings.append(literal_dfa((v, "accept") for v in chosen))
-        elif kind == "number":
-            negation.numbers.append(number_dfa(self, alternative, "number"))
-        elif kind in ("boolean", "null"):
-            negation.literals.update(json.dumps(v) for v in chosen)
-        else:
-            self.unsupported("not", f"excluding particular {kind} values")
-
-    def _negate_numbers(self, alternative: Conjunction, nested: bool, negation: _Negation) -> None:
-        types = alternative.types()
-        if has_number_constraints(alternative) or nested:
-            negation.numbers.append(number_dfa(self, alternative, "number"))
-        elif "number" in types:
-            negation.types.difference_update({"number", "integer"})
-        elif "number" in negation.types:
-            negation.numbers.append(number_dfa(self, alternative, "integral"))
-        else:
-            negation.types.discard("integer")
-
-    def _negate_objects(self, alternative: Conjunction, nested: bool, negation: _Negation) -> None:
-        relevant = [k for k in OBJECT_KEYWORDS if alternative.has(k)]
-        if not relevant and not nested:
-            negation.types.discard("object")
-            return
-        formula = presence_formula(
-            {
-                k: v
-                for part in alternative.parts
-                for k, v in part.items()
-                if k in ("required", "properties", "not")
-            },
-            KNOWN_KEYWORDS,
-        )
-        if formula is None or any(k not in ("required", "properties") for k in relevant):
-            self.unsupported("not", "excluding objects by more than which keys are present")
-            return
-        negation.formulas.append(("not", formula))
 
     # ------------------------------------------------------------ literals and base rules
 
@@ -750,39 +393,6 @@ def _joined(items: list[Expr], ws: Expr) -> Expr:
     return Sequence((items[0], *rest))
 
 
-def _kinds(types: set[str]) -> set[str]:
-    """JSON types with integers folded into numbers."""
-    return {"number" if t == "integer" else t for t in types}
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _first(conjunction: Conjunction, keywords: tuple[str, ...]) -> str:
     """The first of ``keywords`` the conjunction has (to name in an error)."""
     return next((k for k in keywords if conjunction.has(k)), keywords[0])
-
-
-def _lengths(conjunction: Conjunction) -> bool:
-    return conjunction.has("minLength") or conjunction.has("maxLength")
-
-
-def _required(conjunction: Conjunction) -> set[str]:
-    return {name for value in conjunction.values("required") for name in value}
-
-
-def _property_schemas(conjunction: Conjunction, name: str) -> list[Any]:
-    return [v[name] for v in conjunction.values("properties") if name in v]
-
-
-def _dfa_disjoint(left: Dfa, right: Dfa) -> bool:
-    return intersect(left, right).is_empty()

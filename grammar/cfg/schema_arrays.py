@@ -8,11 +8,6 @@ from typing import Any
 from cad.grammar.cfg.schema_context import MAX_COUNTED, Conjunction, SchemaContext
 from cad.grammar.cfg.syntax_tree import EMPTY, Expr, Literal, Sequence
 
-ARRAY_KEYWORDS = frozenset({
-    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
-    "contains", "minContains", "maxContains",
-})  # fmt: skip
-
 
 def _layout(part: dict[str, Any]) -> tuple[list[Any], Any]:
     """(per-position schemas, schema of the rest: None when unconstrained) of one part."""

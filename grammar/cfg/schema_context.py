@@ -12,8 +12,34 @@ from cad.grammar.cfg.syntax_tree import Expr, RuleRef
 TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 APPLICATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "then", "else"})
 """Keywords the expansion into alternatives consumes; builders never read them."""
+STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern"})
+NUMBER_KEYWORDS = frozenset(
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)
+OBJECT_KEYWORDS = frozenset({
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas",
+})  # fmt: skip
+ARRAY_KEYWORDS = frozenset({
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+    "contains", "minContains", "maxContains",
+})  # fmt: skip
+NEVER_SUPPORTED = {
+    "$dynamicRef": "dynamic references are not supported",
+    "$recursiveRef": "recursive references are not supported; use $ref",
+    "unevaluatedProperties": "it depends on what other keywords evaluated",
+    "unevaluatedItems": "it depends on what other keywords evaluated",
+}
+"""Keywords a grammar never enforces, with the reason given when refusing them."""
+KNOWN_KEYWORDS = (
+    APPLICATORS | STRING_KEYWORDS | NUMBER_KEYWORDS | OBJECT_KEYWORDS | ARRAY_KEYWORDS
+    | {"not", "enum", "const", "type", "format"} | NEVER_SUPPORTED.keys()
+)  # fmt: skip
+"""Every keyword that constrains values; anything else is an annotation or unknown."""
 MAX_COUNTED = 1024
 """Largest ``maxItems`` / ``maxLength`` enforced exactly (each count is a grammar rule)."""
+MAX_ALTERNATIVES = 256
+"""Most alternatives one schema may expand into (anyOf, oneOf, if and dependencies)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,16 @@ class Conjunction:
                 named.add("integer")
             allowed &= named
         return allowed
+
+
+def kinds(types: set[str]) -> set[str]:
+    """JSON types with integers folded into numbers."""
+    return {"number" if t == "integer" else t for t in types}
+
+
+def required_names(conjunction: Conjunction) -> set[str]:
+    """Names some part requires."""
+    return {name for value in conjunction.values("required") for name in value}
 
 
 class SchemaContext(Protocol):

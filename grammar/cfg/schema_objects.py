@@ -30,7 +30,7 @@ from cad.grammar.cfg.char_automata import (
 )
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.regex_pattern import pattern_dfa
-from cad.grammar.cfg.schema_context import Conjunction, SchemaContext
+from cad.grammar.cfg.schema_context import KNOWN_KEYWORDS, Conjunction, SchemaContext
 from cad.grammar.cfg.schema_scalars import string_dfa
 from cad.grammar.cfg.syntax_tree import EMPTY, Choice, Expr, Literal, RuleRef, Sequence
 
@@ -39,22 +39,18 @@ Formula = tuple[Any, ...]
 ``("const", bool)``."""
 
 _PRESENCE_KEYWORDS = frozenset({"required", "not", "anyOf", "allOf", "oneOf", "properties", "type"})
-OBJECT_KEYWORDS = frozenset({
-    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas",
-})  # fmt: skip
 
 
-def presence_formula(schema: Any, known: frozenset[str]) -> Formula | None:
+def presence_formula(schema: Any) -> Formula | None:
     """The schema as a formula over which keys are present, if that is all it says about an
-    object (``known``: keywords that are not annotations); None otherwise."""
+    object; None otherwise."""
     if isinstance(schema, bool):
         return ("const", schema)
     if not isinstance(schema, dict):
         return None
     terms: list[Formula] = []
     for keyword, value in schema.items():
-        if keyword not in known:
+        if keyword not in KNOWN_KEYWORDS:
             continue
         if keyword not in _PRESENCE_KEYWORDS:
             return None
@@ -70,12 +66,12 @@ def presence_formula(schema: Any, known: frozenset[str]) -> Formula | None:
                 elif sub is not True and sub != {}:
                     return None
         elif keyword == "not":
-            inner = presence_formula(value, known)
+            inner = presence_formula(value)
             if inner is None:
                 return None
             terms.append(("not", inner))
         else:
-            options = [presence_formula(option, known) for option in value]
+            options = [presence_formula(option) for option in value]
             if any(option is None for option in options):
                 return None
             if keyword == "oneOf":
@@ -113,7 +109,7 @@ def names_in(formula: Formula) -> set[str]:
     return set()
 
 
-def dependency_formulas(part: dict[str, Any], known: frozenset[str]) -> list[Formula]:
+def dependency_formulas(part: dict[str, Any]) -> list[Formula]:
     """``dependentRequired`` / ``dependencies`` / ``dependentSchemas`` entries of one part
     that speak only of presence, as formulas (the others are expanded into alternatives
     by the translator)."""
@@ -123,7 +119,7 @@ def dependency_formulas(part: dict[str, Any], known: frozenset[str]) -> list[For
             if isinstance(then, list):
                 inner: Formula | None = ("and", tuple(("has", name) for name in then))
             else:
-                inner = presence_formula(then, known)
+                inner = presence_formula(then)
             if inner is not None:
                 formulas.append(("or", (("not", ("has", trigger)), inner)))
     return formulas
@@ -137,14 +133,13 @@ class ObjectBuilder:
         ctx: SchemaContext,
         conjunction: Conjunction,
         formulas: list[Formula],
-        known: frozenset[str],
     ) -> None:
         self.ctx = ctx
         self.parts = conjunction.parts
         self.conjunction = conjunction
         self.formulas = list(formulas)
         for part in self.parts:
-            self.formulas += dependency_formulas(part, known)
+            self.formulas += dependency_formulas(part)
         self.patterns = self._patterns()
         self.names = self._declared_names()
         self.relevant = (

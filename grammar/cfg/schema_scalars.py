@@ -32,15 +32,16 @@ from cad.grammar.cfg.char_automata import (
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.json_text import QUOTE
 from cad.grammar.cfg.regex_pattern import pattern_dfa
-from cad.grammar.cfg.schema_context import MAX_COUNTED, Conjunction, SchemaContext
+from cad.grammar.cfg.schema_context import (
+    MAX_COUNTED,
+    NUMBER_KEYWORDS,
+    Conjunction,
+    SchemaContext,
+)
 from cad.grammar.cfg.schema_formats import format_pattern
 from cad.grammar.cfg.schema_numbers import bound_dfa, multiple_dfa, number_syntax_dfa
 from cad.grammar.cfg.syntax_tree import Expr, RuleRef, Sequence
 
-STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern"})
-NUMBER_KEYWORDS = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-)
 _LESS, _EQUAL, _GREATER = -1, 0, 1
 _BOUNDS = (("minimum", "exclusiveMinimum", _GREATER), ("maximum", "exclusiveMaximum", _LESS))
 

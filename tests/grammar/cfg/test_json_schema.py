@@ -213,6 +213,11 @@ KEYWORDS = [
     ({"type": "integer", "not": {"minimum": 10}}, ["9", "-5"], ["10", "11"]),
     ({"type": "object", "not": {"required": ["a"]}}, ["{}", '{"b":1}'], ['{"a":1}']),
     (
+        {"type": "object", "not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+        ['{"a":1}', '{"b":1}', "{}"],
+        ['{"a":1,"b":2}', '{"b":1,"a":2}'],
+    ),
+    (
         {
             "if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
             "then": {"properties": {"v": {"type": "integer"}}},
