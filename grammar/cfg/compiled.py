@@ -91,7 +91,12 @@ def compile(
         details["ignored_keywords"] = translated.ignored
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
-    grammar = simplify(lower(rules))
+    try:
+        grammar = simplify(lower(rules))
+    except GrammarError as error:
+        if format == "json-schema" and "derives no string" in str(error):
+            raise GrammarError("the JSON Schema accepts no value") from None
+        raise
     vocabulary = (
         tokenizer
         if isinstance(tokenizer, Vocabulary)

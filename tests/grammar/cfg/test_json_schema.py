@@ -393,8 +393,8 @@ def test_annotations_and_unknown_keywords_are_ignored() -> None:
 @pytest.mark.parametrize(
     ("schema", "message"),
     [
-        (False, "derives no string"),
-        ({"type": "integer", "minimum": 5, "maximum": 4}, "derives no string"),
+        (False, "accepts no value"),
+        ({"type": "integer", "minimum": 5, "maximum": 4}, "accepts no value"),
         ({"allOf": [{"$ref": "#"}]}, "refers back to itself"),
         ({"$ref": "#/nowhere"}, "does not resolve"),
         ({"type": "string", "minLength": -1}, "non-negative"),
