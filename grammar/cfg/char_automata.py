@@ -79,7 +79,6 @@ class RxAnchor:
 
 
 Rx = RxChars | RxConcat | RxUnion | RxRepeat | RxAnchor
-RX_EMPTY = RxConcat(())
 
 
 def rx_literal(text: str) -> Rx:

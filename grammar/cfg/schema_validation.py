@@ -68,9 +68,3 @@ def validator_for_root(root: Any) -> Any:
 
     cls = validator_for(root, default=_lenient_draft())
     return cls(root, registry=Registry())
-
-
-def is_valid(root_validator: Any, schema: Any, instance: Any) -> bool:
-    """Whether ``instance`` is valid against ``schema``, a subschema of the validator's root
-    (its ``$ref`` resolve against the root)."""
-    return bool(root_validator.evolve(schema=schema).is_valid(instance))
