@@ -66,6 +66,7 @@ APPLIES_TO: dict[str, frozenset[Run]] = {
     "draft_config": frozenset({Run.rewrite}),
     "draft_budget": frozenset({Run.rewrite}),
     "grammar_format": frozenset({Run.grammar}),
+    "ignore_unsupported": frozenset({Run.grammar}),
     "target": frozenset({Run.baseline}),
     "max_new_tokens": DECODING,
     "temperature": DECODING,
@@ -98,6 +99,7 @@ class EditOptions:
     stats_json: Path | None
     grammar: Path | None
     grammar_format: GrammarFormat
+    ignore_unsupported: bool
     max_new_tokens: int
     subline: bool
     temperature: float
@@ -193,6 +195,8 @@ def read_inputs(options: EditOptions, run: Run) -> EditInputs:
         if options.target is None:
             raise UserError("--baseline needs --target AFTER_FILE (the text to regenerate)")
         target = read_text(options.target)
+    if options.ignore_unsupported and options.grammar_format is not GrammarFormat.json_schema:
+        raise UserError("--ignore-unsupported applies to --grammar-format json-schema")
     return EditInputs(
         document=document,
         forced=forced,
@@ -240,7 +244,7 @@ def run_grammar(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
     from cad.selector import generate_constrained
 
     assert inputs.grammar is not None
-    matcher = _compile_grammar(inputs.grammar, options.grammar_format, loaded).matcher()
+    matcher = _compile_grammar(inputs.grammar, options, loaded).matcher()
     with stderr.status("generating under the grammar"):
         return generate_constrained(
             loaded,
@@ -349,6 +353,13 @@ def cmd_edit(
     grammar_format: Annotated[
         GrammarFormat, typer.Option(help="How --grammar is written.")
     ] = GrammarFormat.ebnf,
+    ignore_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-unsupported",
+            help="JSON Schema: leave out keywords the grammar cannot enforce instead of failing.",
+        ),
+    ] = False,
     max_new_tokens: Annotated[
         int, typer.Option(min=1, help="Budget of model-decided tokens.")
     ] = 2048,
@@ -452,16 +463,26 @@ def _draft_config(path: Path | None) -> Any:
         raise UserError(f"--draft-config {exc}") from None
 
 
-def _compile_grammar(source: str, grammar_format: GrammarFormat, loaded: Any) -> Any:
-    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error."""
+def _compile_grammar(source: str, options: EditOptions, loaded: Any) -> Any:
+    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error,
+    and JSON Schema keywords left out under ``--ignore-unsupported`` are named on stderr."""
     from cad import grammar as masking
 
+    extra = {"ignore_unsupported": True} if options.ignore_unsupported else {}
     try:
-        return masking.compile(
-            source, loaded.tokenizer, format=grammar_format.value, vocab_size=loaded.vocab_size
+        compiled = masking.compile(
+            source,
+            loaded.tokenizer,
+            format=options.grammar_format.value,
+            vocab_size=loaded.vocab_size,
+            **extra,
         )
     except (masking.GrammarError, ValueError) as exc:
         raise UserError(f"grammar: {exc}") from None
+    ignored = compiled.details.get("ignored_keywords")
+    if ignored:
+        stderr.print(f"warning: grammar: not enforced: {', '.join(ignored)}")
+    return compiled
 
 
 def register(app: typer.Typer) -> None:

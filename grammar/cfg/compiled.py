@@ -20,7 +20,7 @@ from cad.grammar.cfg.earley import EarleyAutomaton
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.grammar_ir import Grammar, lower
-from cad.grammar.cfg.json_schema import schema_to_rules
+from cad.grammar.cfg.json_schema import DEFAULT_MAX_WHITESPACE, SchemaOptions, translate_schema
 from cad.grammar.cfg.lr1 import NotLr1, build_lr1
 from cad.grammar.cfg.matcher import CfgMatcher
 from cad.grammar.cfg.token_masks import MaskComputer
@@ -65,23 +65,38 @@ def compile(
     format: Literal["ebnf", "json-schema"] = "ebnf",
     engine: Literal["auto", "earley", "dpda"] = "auto",
     vocab_size: int | None = None,
+    compact: bool = False,
+    max_whitespace: int = DEFAULT_MAX_WHITESPACE,
+    ignore_unsupported: bool = False,
 ) -> CompiledGrammar:
     """Compile grammar text (``format="ebnf"``) or a JSON Schema (dict or JSON text,
     ``format="json-schema"``) for a Hugging Face tokenizer or a ``Vocabulary``.
 
     ``engine="auto"`` builds canonical LR(1) tables and uses the DPDA when there is no
-    conflict, Earley otherwise; ``"dpda"`` raises GrammarError if the grammar is not LR(1)."""
+    conflict, Earley otherwise; ``"dpda"`` raises GrammarError if the grammar is not LR(1).
+    JSON Schema only: at most ``max_whitespace`` white-space characters between two tokens
+    (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be enforced
+    (listed in ``details["ignored_keywords"]``) instead of raising GrammarError."""
     started = time.perf_counter()
+    details: dict[str, Any] = {}
     if format == "ebnf":
         if not isinstance(source, str):
             raise GrammarError("an EBNF grammar must be text")
         rules = parse_ebnf(source)
     elif format == "json-schema":
         schema = json.loads(source) if isinstance(source, str) else source
-        rules = schema_to_rules(schema)
+        options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
+        translated = translate_schema(schema, options)
+        rules = translated.rules
+        details["ignored_keywords"] = translated.ignored
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
-    grammar = simplify(lower(rules))
+    try:
+        grammar = simplify(lower(rules))
+    except GrammarError as error:
+        if format == "json-schema" and "derives no string" in str(error):
+            raise GrammarError("the JSON Schema accepts no value") from None
+        raise
     vocabulary = (
         tokenizer
         if isinstance(tokenizer, Vocabulary)
@@ -111,6 +126,7 @@ def compile(
         compile_seconds=time.perf_counter() - started,
         lr_note=note,
         lr_states=states,
+        details=details,
     )
 
 

@@ -1,25 +1,46 @@
-"""JSON Schema -> grammar rules for compact JSON (no whitespace between tokens).
+"""JSON Schema -> grammar rules for JSON as it is written (see docs/json-schema.md).
 
-Supported keywords: ``type`` (one or a list), ``properties``, ``required``,
-``additionalProperties``, ``enum``, ``const``, ``items``, ``anyOf``, ``oneOf`` (as anyOf),
-``minLength``/``maxLength``, ``minItems``/``maxItems``, ``pattern`` (see regex_pattern),
-and local ``$ref`` into ``$defs``/``definitions`` (recursion allowed). Annotations
-(``title``, ``description``, ``default``, ``examples``, ...) are ignored. Any other keyword
-raises GrammarError naming it.
+Every schema is first expanded into *alternatives* (``$ref``, ``allOf``, ``anyOf``,
+``oneOf``, ``if``/``then``/``else`` and schema-valued dependencies): each alternative is a
+conjunction of subschemas whose own keywords must all hold. A conjunction with ``enum`` or
+``const`` is a finite set, decided value by value with the ``jsonschema`` validator, so
+every keyword next to it (``not``, ``multipleOf``, ``oneOf``'s exclusivity, ...) holds
+exactly. Otherwise each JSON type the conjunction allows gets its rules: strings and
+numbers as minimal character automata, objects as member chains, arrays as counted chains.
 
-Objects list their declared properties in schema order, optional ones may be left out.
-With ``properties`` present, other keys are allowed only when ``additionalProperties`` is
-``true`` or a schema (they then come after the declared ones); without ``properties`` any
-keys are allowed unless ``additionalProperties`` is ``false``."""
+Between any two tokens, JSON white space is allowed, at most ``max_whitespace`` characters
+(0: compact JSON), so a model cannot loop on white space. A keyword the grammar cannot
+enforce raises ``GrammarError`` naming it, unless ``ignore_unsupported`` is set: then it is
+left out (the grammar accepts more) and reported in ``SchemaGrammar.ignored``. Keywords
+that are not JSON Schema keywords, ``format``s without a checker, and annotations are
+ignored, as the specification says."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
+from cad.grammar.cfg.char_automata import ANY, AutomatonTooLarge
 from cad.grammar.cfg.errors import GrammarError
-from cad.grammar.cfg.regex_pattern import pattern_expr
+from cad.grammar.cfg.json_text import RuleWriter, encoded_char, string_literal, whitespace_rule
+from cad.grammar.cfg.schema_arrays import array_expr, array_layouts, schemas_at
+from cad.grammar.cfg.schema_context import (
+    ARRAY_KEYWORDS,
+    NEVER_SUPPORTED,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
+    Conjunction,
+)
+from cad.grammar.cfg.schema_expansion import SchemaExpander
+from cad.grammar.cfg.schema_negation import Negation, negate
+from cad.grammar.cfg.schema_objects import Formula, ObjectBuilder
+from cad.grammar.cfg.schema_scalars import finite_values, number_expr, string_expr
+from cad.grammar.cfg.schema_validation import validator_for_root
 from cad.grammar.cfg.syntax_tree import (
+    EMPTY,
+    CharClass,
     Choice,
     Expr,
     Literal,
@@ -29,200 +50,349 @@ from cad.grammar.cfg.syntax_tree import (
     Sequence,
 )
 
-_ANNOTATIONS = frozenset({
-    "title", "description", "$schema", "$id", "id", "default", "examples", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "meta",
-})  # fmt: skip
-_SUPPORTED = frozenset({
-    "type", "properties", "required", "additionalProperties", "enum", "const", "items",
-    "anyOf", "oneOf", "minLength", "maxLength", "minItems", "maxItems", "pattern", "$ref",
-})  # fmt: skip
-
-_BASE_RULES = r"""
-json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
-json-object ::= "{" (json-member ("," json-member)*)? "}"
-json-member ::= json-string ":" json-value
-json-array ::= "[" (json-value ("," json-value)*)? "]"
-json-string ::= "\"" json-char* "\""
-json-char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
-json-number ::= json-integer ("." [0-9]+)? ([eE] [+-]? [0-9]+)?
-json-integer ::= "-"? ("0" | [1-9] [0-9]*)
-"""
+DEFAULT_MAX_WHITESPACE = 64
+"""White-space characters allowed between two tokens: ``json.dumps(x, indent=4)`` fits up
+to 15 levels deep (``indent=2``: 31), CRLF line ends included."""
+INLINE_WHITESPACE = 16
+"""White-space characters allowed around a colon (``{"a" : 1}``): values never start on
+a new line in the JSON people write, and a small bound keeps the grammar small."""
 
 
-def schema_to_rules(schema: Any) -> RuleSet:
+@dataclass(frozen=True)
+class SchemaOptions:
+    """How a schema becomes a grammar."""
+
+    max_whitespace: int = DEFAULT_MAX_WHITESPACE
+    """White-space characters allowed between two tokens; 0 for compact JSON."""
+    ignore_unsupported: bool = False
+    """Leave out keywords that cannot be enforced instead of raising GrammarError."""
+
+
+@dataclass(frozen=True)
+class SchemaGrammar:
+    """The rules of a schema and the keywords that were ignored to build them."""
+
+    rules: RuleSet
+    ignored: tuple[str, ...]
+
+
+def schema_to_rules(schema: Any, options: SchemaOptions | None = None) -> RuleSet:
     """Translate a JSON Schema (a dict or a boolean) into grammar rules; start rule ``root``."""
-    return _Translator(schema).run()
+    return translate_schema(schema, options).rules
 
 
-def _base_rules() -> dict[str, Expr]:
-    from cad.grammar.cfg.ebnf_parser import parse_ebnf
+def translate_schema(schema: Any, options: SchemaOptions | None = None) -> SchemaGrammar:
+    """Translate a schema; also report which unsupported keywords were ignored."""
+    return _Translator(schema, options or SchemaOptions()).run()
 
-    return dict(parse_ebnf(_BASE_RULES).rules)
+
+def in_grammar_order(instance: Any, schema: Any) -> Any:
+    """``instance`` with the keys of every object in the order the grammar writes them:
+    declared properties first, in schema order, then the others as they were. Where the
+    schema branches (anyOf, oneOf, if), the first branch the instance is valid against
+    decides. For checking existing documents against a grammar, whose key order is fixed."""
+    return _Translator(schema, SchemaOptions(ignore_unsupported=True)).order(instance, [schema])
 
 
 class _Translator:
-    def __init__(self, schema: Any) -> None:
-        self.root = schema
-        self.rules: dict[str, Expr] = _base_rules()
-        self.ref_rules: dict[str, str] = {}
-        self.counter = 0
-
-    def run(self) -> RuleSet:
-        self.rules["root"] = self.translate(self.root)
-        return RuleSet(self.rules, "root")
-
-    def fresh(self, hint: str) -> str:
-        self.counter += 1
-        return f"{hint}-{self.counter}"
-
-    def translate(self, schema: Any) -> Expr:
-        if schema is True or schema == {}:
-            return RuleRef("json-value")
-        if schema is False:
-            raise GrammarError("schema 'false' (matches nothing) is only supported as a property")
-        if not isinstance(schema, dict):
-            raise GrammarError(f"a schema must be an object or a boolean, not {schema!r}")
-        for keyword in schema:
-            if keyword not in _SUPPORTED and keyword not in _ANNOTATIONS:
-                raise GrammarError(f"unsupported JSON Schema keyword {keyword!r}")
-        if "$ref" in schema:
-            return RuleRef(self.reference(schema["$ref"]))
-        if "const" in schema:
-            return Literal(_compact(schema["const"]))
-        if "enum" in schema:
-            return Choice(tuple(Literal(_compact(value)) for value in schema["enum"]))
-        for combinator in ("anyOf", "oneOf"):
-            if combinator in schema:
-                siblings = {k: v for k, v in schema.items() if k not in (combinator, *_ANNOTATIONS)}
-                options = tuple(
-                    self.translate(_merge(siblings, option)) for option in schema[combinator]
-                )
-                return options[0] if len(options) == 1 else Choice(options)
-        types = schema.get("type")
-        if types is None:
-            types = _implied_types(schema)
-        if isinstance(types, list):
-            options = tuple(self.typed(t, schema) for t in types)
-            return options[0] if len(options) == 1 else Choice(options)
-        return self.typed(types, schema)
-
-    def reference(self, ref: str) -> str:
-        if ref not in self.ref_rules:
-            target: Any = self.root
-            if ref != "#":
-                if not ref.startswith("#/"):
-                    raise GrammarError(
-                        f"unsupported JSON Schema keyword '$ref' to {ref!r} (only local refs)"
-                    )
-                for part in ref[2:].split("/"):
-                    part = part.replace("~1", "/").replace("~0", "~")
-                    if not isinstance(target, dict) or part not in target:
-                        raise GrammarError(f"$ref {ref!r} does not resolve")
-                    target = target[part]
-            name = self.ref_rules[ref] = self.fresh("ref")
-            self.rules[name] = self.translate(target)
-        return self.ref_rules[ref]
-
-    def typed(self, kind: Any, schema: dict[str, Any]) -> Expr:
-        if kind is None:
-            return RuleRef("json-value")
-        if kind == "string":
-            return self.string(schema)
-        if kind == "integer":
-            return RuleRef("json-integer")
-        if kind == "number":
-            return RuleRef("json-number")
-        if kind == "boolean":
-            return Choice((Literal("true"), Literal("false")))
-        if kind == "null":
-            return Literal("null")
-        if kind == "object":
-            return self.object(schema)
-        if kind == "array":
-            return self.array(schema)
-        raise GrammarError(f"unsupported JSON Schema keyword 'type' value {kind!r}")
-
-    def string(self, schema: dict[str, Any]) -> Expr:
-        if "pattern" in schema:
-            if "minLength" in schema or "maxLength" in schema:
-                raise GrammarError(
-                    "unsupported JSON Schema keyword 'pattern' together with a length bound"
-                )
-            return Sequence(
-                (Literal('"'), pattern_expr(schema["pattern"], "json-char"), Literal('"'))
-            )
-        low = int(schema.get("minLength", 0))
-        high = schema.get("maxLength")
-        body = Repeat(RuleRef("json-char"), low, None if high is None else int(high))
-        return Sequence((Literal('"'), body, Literal('"')))
-
-    def object(self, schema: dict[str, Any]) -> Expr:
-        properties: dict[str, Any] = schema.get("properties", {})
-        required = set(schema.get("required", []))
-        extra_schema = schema.get("additionalProperties", not properties)
-        extra: Expr | None = None
-        if extra_schema is not False:
-            value = self.translate(True if extra_schema is True else extra_schema)
-            extra = Sequence((RuleRef("json-string"), Literal(":"), value))
-        members = [
-            (Sequence((Literal(_compact(name) + ":"), self.translate(sub))), name in required)
-            for name, sub in properties.items()
-            if sub is not False
-        ]
-        missing = required - set(properties)
-        if missing and extra is None:
-            raise GrammarError(
-                f"required properties {sorted(missing)} are not declared and extra keys are not allowed"
-            )
-        after: Expr = Repeat(Sequence((Literal(","), extra)), 0, None) if extra else Sequence(())
-        first: Expr = Repeat(Sequence((extra, after)), 0, 1) if extra else Sequence(())
-        for member, is_required in reversed(members):
-            after_name, first_name = self.fresh("after"), self.fresh("first")
-            with_comma = Sequence((Literal(","), member, after))
-            self.rules[after_name] = with_comma if is_required else Choice((with_comma, after))
-            leading = Sequence((member, after))
-            self.rules[first_name] = leading if is_required else Choice((leading, first))
-            after, first = RuleRef(after_name), RuleRef(first_name)
-        return Sequence((Literal("{"), first, Literal("}")))
-
-    def array(self, schema: dict[str, Any]) -> Expr:
-        items = schema.get("items", True)
-        if isinstance(items, list):
-            raise GrammarError(
-                "unsupported JSON Schema keyword 'items' as a list (tuple validation)"
-            )
-        element = self.translate(items)
-        low = int(schema.get("minItems", 0))
-        high = schema.get("maxItems")
-        if high is not None and int(high) == 0:
-            return Literal("[]")
-        following = Repeat(
-            Sequence((Literal(","), element)),
-            max(low - 1, 0),
-            None if high is None else int(high) - 1,
+    def __init__(self, root: Any, options: SchemaOptions) -> None:
+        self.root = root
+        self.options = options
+        self.rules: dict[str, Expr] = {}
+        self.writer = RuleWriter(self.rules)
+        self.ws = whitespace_rule(self.writer, "ws", options.max_whitespace)
+        inline = whitespace_rule(
+            self.writer, "ws-inline", min(options.max_whitespace, INLINE_WHITESPACE)
         )
-        body: Expr = Sequence((element, following))
-        if low == 0:
-            body = Repeat(body, 0, 1)
-        return Sequence((Literal("["), body, Literal("]")))
+        self.colon = Sequence((inline, Literal(":"), inline))
+        self.ignored: set[str] = set()
+        self.expander = SchemaExpander(self, root)
+        self.conjunction_memo: dict[tuple[int, ...], Expr] = {}
+        self.validator: Any = None
+        self.cache: dict[Hashable, Any] = {}
+        self.naming = "not"
+        self.fresh = self.writer.fresh
+        self.define = self.writer.define
+        self.chain = self.writer.chain
+        self.dfa_body = self.writer.dfa_body
+        self.dfa_keys = self.writer.dfa_keys
+
+    def run(self) -> SchemaGrammar:
+        self._base_rules()
+        value = self.value_expr([self.root])
+        self.rules["root"] = Sequence((self.ws, value, self.ws))
+        return SchemaGrammar(RuleSet(self.rules, "root"), tuple(sorted(self.ignored)))
+
+    # ------------------------------------------------------------ services (SchemaContext)
+
+    def unsupported(self, keyword: str, detail: str) -> None:
+        if keyword == "not" and self.naming != "not":
+            keyword, detail = self.naming, f"it needs a 'not' that cannot be enforced: {detail}"
+        if not self.options.ignore_unsupported:
+            raise GrammarError(
+                f"JSON Schema keyword {keyword!r} cannot be enforced: {detail} "
+                "(ignore_unsupported / --ignore-unsupported leaves it out)"
+            )
+        self.ignored.add(keyword)
+
+    def is_valid(self, schema: Any, instance: Any) -> bool:
+        if self.validator is None:
+            self.validator = validator_for_root(self.root)
+        try:
+            return bool(self.validator.evolve(schema=schema).is_valid(instance))
+        except Exception as error:  # the validator's errors for unresolvable or bad schemas
+            raise GrammarError(
+                f"cannot validate {instance!r} against the schema: {error}"
+            ) from None
+
+    def value_expr(self, schemas: list[Any]) -> Expr:
+        alternatives = self.expander.alternatives_of(schemas)
+        options = list(dict.fromkeys(self._conjunction_expr(a) for a in alternatives))
+        return options[0] if len(options) == 1 else Choice(tuple(options))
+
+    def schema_alternatives(self, schema: Any) -> list[Conjunction]:
+        return self.expander.alternatives(schema)
+
+    def order(self, value: Any, schemas: list[Any]) -> Any:
+        """See ``in_grammar_order``."""
+        if not isinstance(value, dict | list):
+            return value
+        try:
+            alternatives = self.expander.alternatives_of(schemas)
+        except GrammarError:
+            return value
+        chosen = next(
+            (a for a in alternatives if all(self._valid_or_false(p, value) for p in a.parts)),
+            alternatives[0] if alternatives else None,
+        )
+        if chosen is None:
+            return value
+        try:
+            values = finite_values(self, chosen)
+        except GrammarError:
+            values = None
+        if values is not None:
+            return next((v for v in values if _same_json(v, value)), value)
+        if isinstance(value, list):
+            layouts = array_layouts(chosen)
+            return [self.order(item, schemas_at(layouts, i)) for i, item in enumerate(value)]
+        layout = ObjectBuilder(self, chosen, [])
+        names = [name for name in layout.names if name in value]
+        names += [key for key in value if key not in layout.names]
+        return {key: self.order(value[key], layout.value_schemas(key)) for key in names}
+
+    def _valid_or_false(self, schema: Any, value: Any) -> bool:
+        try:
+            return self.is_valid(schema, value)
+        except GrammarError:
+            return False
+
+    # ------------------------------------------------------------ expansion
+
+    # ------------------------------------------------------------ conjunctions
+
+    def _conjunction_expr(self, conjunction: Conjunction) -> Expr:
+        key = conjunction.key
+        found = self.conjunction_memo.get(key)
+        if found is not None:
+            return found
+        if not conjunction.parts:
+            return RuleRef("json-value")
+        name = self.fresh("value")
+        reference = self.conjunction_memo[key] = RuleRef(name)
+        options = self._conjunction_options(conjunction)
+        self.rules[name] = options[0] if len(options) == 1 else Choice(tuple(options))
+        return reference
+
+    def _conjunction_options(self, conjunction: Conjunction) -> list[Expr]:
+        for keyword, reason in NEVER_SUPPORTED.items():
+            if conjunction.has(keyword):
+                self.unsupported(keyword, reason)
+        values = finite_values(self, conjunction)
+        if values is not None:
+            return list(dict.fromkeys(self.literal(value) for value in values))
+        negation = Negation(conjunction.types(), [], [], set(), [])
+        for part in conjunction.parts:
+            negated = part.get("not")
+            if negated is not None and id(negated) not in self.expander.expanded_negations:
+                self.naming = self.expander.origins.get(id(part), "not")
+                try:
+                    negate(self, negated, negation)
+                finally:
+                    self.naming = "not"
+        return self._typed_options(conjunction, negation)
+
+    def _typed_options(self, conjunction: Conjunction, negation: Negation) -> list[Expr]:
+        types = negation.types
+        options: list[Expr | None] = []
+        for word in ("null", "true", "false"):
+            kind = "null" if word == "null" else "boolean"
+            if kind in types and word not in negation.literals:
+                options.append(Literal(word))
+        if "string" in types:
+            options.append(
+                self._bounded_size(
+                    lambda: string_expr(self, conjunction, negation.strings),
+                    _first(conjunction, ("pattern", "format", "maxLength", "minLength", "not")),
+                    RuleRef("json-string"),
+                )
+            )
+        if types & {"number", "integer"}:
+            integer = "number" not in types
+            options.append(
+                self._bounded_size(
+                    lambda: number_expr(self, conjunction, integer, negation.numbers),
+                    _first(conjunction, ("multipleOf", *sorted(NUMBER_KEYWORDS), "not")),
+                    RuleRef("json-integer" if integer else "json-number"),
+                )
+            )
+        if "object" in types:
+            options.append(self._object(conjunction, negation.formulas))
+        if "array" in types:
+            options.append(self._array(conjunction))
+        return [option for option in options if option is not None]
+
+    def _bounded_size(self, build: Any, keyword: str, fallback: Expr) -> Expr | None:
+        """``build()``, or (when its automaton would be too large and the caller ignores
+        ``keyword``) the unconstrained ``fallback``."""
+        try:
+            return build()
+        except AutomatonTooLarge as error:
+            self.unsupported(keyword, f"its automaton is too large ({error})")
+            return fallback
+
+    def _object(self, conjunction: Conjunction, formulas: list[Formula]) -> Expr | None:
+        if not formulas and not any(conjunction.has(k) for k in OBJECT_KEYWORDS):
+            return RuleRef("json-object")
+        return ObjectBuilder(self, conjunction, formulas).build()
+
+    def _array(self, conjunction: Conjunction) -> Expr | None:
+        if not any(conjunction.has(k) for k in ARRAY_KEYWORDS):
+            return RuleRef("json-array")
+        return array_expr(self, conjunction)
+
+    # ------------------------------------------------------------ literals and base rules
+
+    def literal(self, value: Any) -> Expr:
+        """A JSON value equal to ``value``, white space allowed inside."""
+        ws = self.ws
+        if value is None or isinstance(value, bool):
+            return Literal(json.dumps(value))
+        if isinstance(value, int | float):
+            texts = [json.dumps(value)]
+            if isinstance(value, float) and value.is_integer():
+                texts.append(str(int(value)))
+            elif isinstance(value, int):
+                texts.append(f"{value}.0")
+            options = tuple(Literal(text) for text in texts)
+            return options[0] if len(options) == 1 else Choice(options)
+        if isinstance(value, str):
+            return string_literal(value)
+        if isinstance(value, list):
+            items = [Sequence((self.literal(item), ws)) for item in value]
+            joined = _joined(items, ws)
+            return Sequence((Literal("["), ws, joined, Literal("]")))
+        if isinstance(value, dict):
+            members = [
+                Sequence((string_literal(key), self.colon, self.literal(item), ws))
+                for key, item in value.items()
+            ]
+            return Sequence((Literal("{"), ws, _joined(members, ws), Literal("}")))
+        raise GrammarError(f"{value!r} is not a JSON value")
+
+    def _base_rules(self) -> None:
+        ws = self.ws
+        rule = RuleRef
+        self.define("json-char", [encoded_char(ANY, every_escape=True)])
+        self.define(
+            "json-string",
+            [Sequence((Literal('"'), Repeat(rule("json-char"), 0, None), Literal('"')))],
+        )
+        digits = CharClass(((48, 57),))
+        integer = Sequence(
+            (
+                Repeat(Literal("-"), 0, 1),
+                Choice((Literal("0"), Sequence((CharClass(((49, 57),)), Repeat(digits, 0, None))))),
+            )
+        )
+        self.define("json-integer", [integer])
+        fraction = Repeat(Sequence((Literal("."), Repeat(digits, 1, None))), 0, 1)
+        exponent = Repeat(
+            Sequence(
+                (
+                    CharClass(((69, 69), (101, 101))),
+                    Repeat(CharClass(((43, 43), (45, 45))), 0, 1),
+                    Repeat(digits, 1, None),
+                )
+            ),
+            0,
+            1,
+        )
+        self.define("json-number", [Sequence((rule("json-integer"), fraction, exponent))])
+        member = Sequence((rule("json-string"), self.colon, rule("json-value"), ws))
+        self.define(
+            "json-object",
+            [
+                Sequence(
+                    (
+                        Literal("{"),
+                        ws,
+                        Repeat(
+                            Sequence(
+                                (member, Repeat(Sequence((Literal(","), ws, member)), 0, None))
+                            ),
+                            0,
+                            1,
+                        ),
+                        Literal("}"),
+                    )
+                )
+            ],
+        )
+        item = Sequence((rule("json-value"), ws))
+        self.define(
+            "json-array",
+            [
+                Sequence(
+                    (
+                        Literal("["),
+                        ws,
+                        Repeat(
+                            Sequence((item, Repeat(Sequence((Literal(","), ws, item)), 0, None))),
+                            0,
+                            1,
+                        ),
+                        Literal("]"),
+                    )
+                )
+            ],
+        )
+        self.define(
+            "json-value",
+            [
+                rule("json-object"),
+                rule("json-array"),
+                rule("json-string"),
+                rule("json-number"),
+                Literal("true"),
+                Literal("false"),
+                Literal("null"),
+            ],
+        )
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal as JSON values (key order aside)."""
+    return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
 
 
-def _merge(siblings: dict[str, Any], option: Any) -> Any:
-    if not siblings or not isinstance(option, dict):
-        return option
-    return {**siblings, **option}
+def _joined(items: list[Expr], ws: Expr) -> Expr:
+    if not items:
+        return EMPTY
+    rest = [Sequence((Literal(","), ws, item)) for item in items[1:]]
+    return Sequence((items[0], *rest))
 
 
-def _implied_types(schema: dict[str, Any]) -> str | None:
-    if "properties" in schema or "additionalProperties" in schema or "required" in schema:
-        return "object"
-    if "items" in schema or "minItems" in schema or "maxItems" in schema:
-        return "array"
-    if "minLength" in schema or "maxLength" in schema or "pattern" in schema:
-        return "string"
-    return None
+def _first(conjunction: Conjunction, keywords: tuple[str, ...]) -> str:
+    """The first of ``keywords`` the conjunction has (to name in an error)."""
+    return next((k for k in keywords if conjunction.has(k)), keywords[0])

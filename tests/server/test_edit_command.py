@@ -147,6 +147,25 @@ def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> N
             ["edit", "mean.py", "--instr", "x", "--device", "tpu", "--model", "MODEL"],
             "unknown device",
         ),
+        (
+            ["edit", "mean.py", "--instr", "x", "--grammar", "a.ebnf", "--ignore-unsupported"],
+            "--ignore-unsupported applies to --grammar-format json-schema",
+        ),
+        (
+            [
+                "edit",
+                "mean.py",
+                "--instr",
+                "x",
+                "--model",
+                "MODEL",
+                "--grammar",
+                "unique.json",
+                "--grammar-format",
+                "json-schema",
+            ],
+            "keyword 'uniqueItems' cannot be enforced",
+        ),
     ],
 )
 def test_bad_input_is_one_line_nonzero_and_writes_nothing(
@@ -156,6 +175,7 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
     (workspace / "latin.py").write_bytes("café".encode("latin-1"))
     (workspace / "bad.program").write_text("<copy lines=1/>")
     (workspace / "range.program").write_text('<copy lines="1-99"/>\n</program>')
+    (workspace / "unique.json").write_text('{"type": "array", "uniqueItems": true}')
     args = [str(model_dir) if a == "MODEL" else a for a in args]
     result = cad(*args, cwd=workspace)
     assert result.returncode != 0

@@ -1,4 +1,4 @@
-"""Grammar text format, UTF-8 lowering, JSON Schema translation and their errors."""
+"""Grammar text format, UTF-8 lowering and their errors (JSON Schema: test_json_schema.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from cad.grammar.cfg import GrammarError
 from cad.grammar.cfg.earley import EarleyAutomaton
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.grammar_ir import lower
-from cad.grammar.cfg.json_schema import schema_to_rules
 from cad.grammar.cfg.token_masks import TransitionTable
 from cad.grammar.cfg.transforms import simplify
 from cad.grammar.cfg.utf8_ranges import utf8_sequences
@@ -89,76 +88,3 @@ def test_utf8_sequences_cover_exactly_the_range() -> None:
                     and all(a <= b <= z for (a, z), b in zip(seq, encoded, strict=True))
                     for seq in sequences
                 )
-
-
-def schema_accepts(schema, data: str) -> bool:
-    return accepts(schema_to_rules(schema), data.encode())
-
-
-@pytest.mark.parametrize(
-    ("schema", "good", "bad"),
-    [
-        ({"type": "integer"}, ["0", "-12"], ["01", "1.5", '"1"']),
-        ({"type": ["string", "null"], "maxLength": 2}, ['"ab"', "null", '"\\n"'], ['"abc"', "1"]),
-        ({"type": "string", "minLength": 2}, ['"ab"'], ['"a"']),
-        ({"enum": ["a", 1, None]}, ['"a"', "1", "null"], ['"b"']),
-        ({"const": {"k": [1, 2]}}, ['{"k":[1,2]}'], ['{"k":[1]}']),
-        (
-            {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
-                "required": ["b"],
-            },
-            ['{"b":true}', '{"a":1,"b":false}'],
-            ["{}", '{"a":1}', '{"b":true,"a":1}', '{"b":true,"c":1}'],
-        ),
-        (
-            {"properties": {"a": {"type": "null"}}, "additionalProperties": {"type": "integer"}},
-            ["{}", '{"a":null,"x":1,"y":2}', '{"x":1}'],
-            ['{"x":"s"}'],
-        ),
-        ({"type": "object", "additionalProperties": False}, ["{}"], ['{"a":1}']),
-        (
-            {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 2},
-            ["[1]", "[1,2e3]"],
-            ["[]", "[1,2,3]"],
-        ),
-        (
-            {"anyOf": [{"type": "boolean"}, {"type": "array", "maxItems": 0}]},
-            ["true", "[]"],
-            ["[1]"],
-        ),
-        ({"oneOf": [{"const": 1}, {"const": 2}]}, ["1", "2"], ["3"]),
-        ({"type": "string", "pattern": "^[A-Z]{2}\\d+$"}, ['"AB12"'], ['"A1"', '"ab1"']),
-        ({"type": "string", "pattern": "ab"}, ['"xaby"', '"ab"'], ['"ba"']),
-        (
-            {
-                "$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-                "$ref": "#/$defs/node",
-            },
-            ["[]", "[[],[[]]]"],
-            ["[1]"],
-        ),
-    ],
-)
-def test_json_schema_keywords(schema, good: list[str], bad: list[str]) -> None:
-    for data in good:
-        assert schema_accepts(schema, data), data
-    for data in bad:
-        assert not schema_accepts(schema, data), data
-
-
-@pytest.mark.parametrize(
-    ("schema", "keyword"),
-    [
-        ({"type": "integer", "minimum": 3}, "minimum"),
-        ({"allOf": [{"type": "string"}]}, "allOf"),
-        ({"type": "string", "format": "date"}, "format"),
-        ({"type": "object", "patternProperties": {}}, "patternProperties"),
-        ({"type": "string", "pattern": "(?=a)"}, "lookaround"),
-        ({"$ref": "http://example.com/s.json"}, "only local refs"),
-    ],
-)
-def test_json_schema_unsupported_keywords_are_named(schema, keyword: str) -> None:
-    with pytest.raises(GrammarError, match=keyword):
-        schema_to_rules(schema)
