@@ -11,4 +11,5 @@ PYBIND11_MODULE(_native, m) {
     cad::bind_batch(m);
     cad::bind_vocabulary(m);
     cad::bind_program(m);
+    cad::bind_cfg(m);
 }
