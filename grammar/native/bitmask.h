@@ -44,4 +44,37 @@ struct TokenSet {
     }
 };
 
+// A token set that is a bitmask row when large and a list of ids when small (what is cheapest
+// to write into a row).
+struct TokenList {
+    std::vector<uint32_t> bits;  // empty when kept as ids
+    std::vector<int32_t> ids;
+
+    // Write the set into ``row`` (``words`` long); every other bit is cleared.
+    void write(uint32_t* row, size_t words) const {
+        if (!bits.empty()) {
+            std::memcpy(row, bits.data(), words * sizeof(uint32_t));
+            return;
+        }
+        std::memset(row, 0, words * sizeof(uint32_t));
+        for (int32_t token : ids) set_token(row, token);
+    }
+
+    // The set of the bits of ``row`` (``words`` long) holding ``count`` tokens.
+    static TokenList from_row(std::vector<uint32_t> row, size_t count) {
+        TokenList list;
+        if (count * 8 > row.size()) {
+            list.bits = std::move(row);
+            return list;
+        }
+        list.ids.reserve(count);
+        for (size_t word = 0; word < row.size(); ++word) {
+            for (uint32_t bits = row[word]; bits; bits &= bits - 1) {
+                list.ids.push_back(static_cast<int32_t>(word * 32 + __builtin_ctz(bits)));
+            }
+        }
+        return list;
+    }
+};
+
 }  // namespace cad

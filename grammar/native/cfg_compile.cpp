@@ -1,11 +1,13 @@
 // Engine choice: the DPDA when the grammar is LR(1), Earley otherwise.
 #include "cfg_matcher.h"
 #include "lr1.h"
+#include "token_trie.h"
 
 namespace cad::cfg {
 
 CompileResult compile_cfg(const Grammar& grammar, std::shared_ptr<const TokenTrie> trie,
                           EngineChoice choice) {
+    trie->string_slice();  // built once per vocabulary, before any mask needs it
     CompileResult result;
     if (choice != EngineChoice::Earley) {
         try {

@@ -1,5 +1,6 @@
 #include "dpda.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -25,13 +26,23 @@ constexpr int32_t kFinished = -10;  // history entry after the end-of-sequence t
 
 class DpdaMatcher;
 
+// Adaptive context for the mask cache. The top LR state alone is often not enough to judge a
+// token (inside a string the top state is "a character was just shifted", and the next byte
+// reduces it and pops below). So the cache is a tree of stack suffixes, top state first: a
+// suffix whose local walk leaves more than kDeepenAbove tokens undecided is not cached itself
+// but split by the state below it, up to kMaxSuffix states; the stack bottom ends a suffix.
+constexpr size_t kDeepenAbove = 1024;
+constexpr int32_t kMaxSuffix = 32;
+
+struct SuffixNode {
+    std::unique_ptr<StateMask> mask;                    // the suffix's mask, or
+    std::unique_ptr<std::atomic<SuffixNode*>[]> below;  // one child per state below (+ bottom)
+};
+
 class DpdaGrammar final : public CompiledCfg {
   public:
     DpdaGrammar(LrTables tables, std::shared_ptr<const TokenTrie> trie)
-        : CompiledCfg(std::move(trie)),
-          tables_(std::move(tables)),
-          masks_(new std::atomic<const StateMask*>[static_cast<size_t>(tables_.states)]) {
-        for (int32_t state = 0; state < tables_.states; ++state) masks_[state] = nullptr;
+        : CompiledCfg(std::move(trie)), tables_(std::move(tables)), roots_(new_slots()) {
         for (int32_t atom = 0; atom < tables_.atoms.end_atom; ++atom) atom_width_.push_back(0);
         for (int byte = 0; byte < 256; ++byte) ++atom_width_[tables_.atoms.atom_of_byte[byte]];
     }
@@ -43,19 +54,30 @@ class DpdaGrammar final : public CompiledCfg {
     const LrTables& tables() const { return tables_; }
     int32_t atom_width(int32_t atom) const { return atom_width_[atom]; }
 
-    // The adaptive mask of LR state ``state``, computed on first use (thread-safe).
-    const StateMask& state_mask(int32_t state) {
-        const StateMask* found = masks_[state].load(std::memory_order_acquire);
-        if (found) return *found;
-        std::lock_guard<std::mutex> guard(lock_);
-        found = masks_[state].load(std::memory_order_relaxed);
-        if (found) return *found;
-        owned_.push_back(std::make_unique<StateMask>(compute_mask(state)));
-        masks_[state].store(owned_.back().get(), std::memory_order_release);
-        return *owned_.back();
+    // The adaptive mask for the stack under ``top`` (``stack`` a matcher's stack), computed
+    // on first use (thread-safe: nodes are published complete and never change).
+    const StateMask& state_mask(const GrowingStack& stack, int32_t top) {
+        std::atomic<SuffixNode*>* slot = &roots_[stack.state(top)];
+        std::vector<int32_t> suffix{stack.state(top)};
+        int32_t node = top;
+        for (;;) {
+            SuffixNode* found = slot->load(std::memory_order_acquire);
+            if (found == nullptr) found = build(slot, suffix);
+            if (found->mask) return *found->mask;
+            node = stack.parent(node);
+            const int32_t below = node >= 0 ? stack.state(node) : kBottom;
+            suffix.push_back(below);
+            slot = &found->below[below >= 0 ? below : tables_.states];
+        }
     }
 
   private:
+    std::unique_ptr<std::atomic<SuffixNode*>[]> new_slots() const {
+        auto slots = std::make_unique<std::atomic<SuffixNode*>[]>(static_cast<size_t>(tables_.states) + 1);
+        for (int32_t state = 0; state <= tables_.states; ++state) slots[state] = nullptr;
+        return slots;
+    }
+
     // Memoised local-view transitions over the interned stacks.
     struct LocalStep {
         DpdaGrammar& grammar;
@@ -74,36 +96,67 @@ class DpdaGrammar final : public CompiledCfg {
         }
     };
 
-    StateMask compute_mask(int32_t state) {
+    // Compute and publish the node of ``suffix`` (top state first; kBottom last if the stack
+    // ends there) into ``slot``.
+    SuffixNode* build(std::atomic<SuffixNode*>* slot, const std::vector<int32_t>& suffix) {
+        std::lock_guard<std::mutex> guard(lock_);
+        SuffixNode* found = slot->load(std::memory_order_relaxed);
+        if (found) return found;
+        const bool complete = suffix.back() == kBottom;
+        const size_t states = suffix.size() - (complete ? 1 : 0);
+        std::vector<int32_t> chain(states);  // interned nodes of the suffix, index = depth
+        int32_t parent = complete ? kBottom : kUnknownBelow;
+        for (size_t depth = states; depth-- > 0;) chain[depth] = parent = local_.push(suffix[depth], parent);
         LocalStep step{*this};
-        MaskBuilder<LocalStep> builder(*trie_, step);
-        StateMask mask = builder.build(local_.push(state, kUnknownBelow));
-        // Undecided entries carry the states their local configuration pushed above the top
-        // (bottom first), so a fill can rebuild it over the real stack without the interned
-        // stacks, which other threads may be growing.
+        auto node = std::make_unique<SuffixNode>();
+        const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
+        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0]);
+        if (may_deepen && count.dependent > kDeepenAbove) {
+            node->below = new_slots();  // hopeless without more context: do not even walk
+        } else {
+            StateMask mask = build_state_mask(*trie_, step, chain[0], count);
+            if (may_deepen && mask.undecided_tokens > kDeepenAbove) {
+                node->below = new_slots();
+            } else {
+                attach_contexts(mask, chain);
+                node->mask = std::make_unique<StateMask>(std::move(mask));
+            }
+        }
+        owned_.push_back(std::move(node));
+        slot->store(owned_.back().get(), std::memory_order_release);
+        return owned_.back().get();
+    }
+
+    // Undecided entries carry where their local configuration joins the suffix (a depth
+    // below the top) and the states it pushed above that point, bottom first: a fill rebuilds
+    // it over the real stack without the interned stacks, which other threads may be growing.
+    void attach_contexts(StateMask& mask, const std::vector<int32_t>& chain) {
         std::unordered_map<int32_t, int32_t> offsets;
         for (StateMask::Undecided& entry : mask.undecided) {
             auto [found, inserted] =
                 offsets.emplace(entry.config, static_cast<int32_t>(mask.contexts.size()));
             if (inserted) {
-                std::vector<int32_t> chain;
-                for (int32_t node = entry.config; local_.parent(node) != kUnknownBelow;
-                     node = local_.parent(node)) {
-                    chain.push_back(local_.state(node));
+                std::vector<int32_t> pushed;
+                int32_t node = entry.config;
+                auto joined = std::find(chain.begin(), chain.end(), node);
+                while (joined == chain.end()) {
+                    pushed.push_back(local_.state(node));
+                    node = local_.parent(node);
+                    joined = std::find(chain.begin(), chain.end(), node);
                 }
-                mask.contexts.push_back(static_cast<int32_t>(chain.size()));
-                mask.contexts.insert(mask.contexts.end(), chain.rbegin(), chain.rend());
+                mask.contexts.push_back(static_cast<int32_t>(joined - chain.begin()));
+                mask.contexts.push_back(static_cast<int32_t>(pushed.size()));
+                mask.contexts.insert(mask.contexts.end(), pushed.rbegin(), pushed.rend());
             }
             entry.config = found->second;
         }
-        return mask;
     }
 
     LrTables tables_;
     std::vector<int32_t> atom_width_;
-    std::unique_ptr<std::atomic<const StateMask*>[]> masks_;
+    std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
     std::mutex lock_;
-    std::vector<std::unique_ptr<StateMask>> owned_;
+    std::vector<std::unique_ptr<SuffixNode>> owned_;
     InternedStack local_;
     std::vector<int32_t> memo_;
     std::vector<int32_t> pending_;
@@ -158,7 +211,7 @@ class DpdaMatcher final : public CfgMatcher {
             std::memset(row, 0, words * sizeof(uint32_t));
             return;
         }
-        const StateMask& mask = grammar_->state_mask(stack_.state(top));
+        const StateMask& mask = grammar_->state_mask(stack_, top);
         mask.write(row, words);
         if (!mask.undecided.empty()) resolve(mask, top, row);
         const int32_t eos = grammar_->trie().table().eos();
@@ -231,18 +284,19 @@ class DpdaMatcher final : public CfgMatcher {
     void resolve(const StateMask& mask, int32_t top, uint32_t* row) {
         const size_t mark = stack_.size();
         FullStep step{*this};
-        RowWalker<FullStep> walker(grammar_->trie(), step, row, frames_);
+        RowWalker<FullStep> walker(*mask.undecided_trie, step, row, frames_);
         int32_t context = -1;
         int32_t parent = top;
         for (const StateMask::Undecided& entry : mask.undecided) {
             if (entry.config != context) {
                 stack_.truncate(mark);
                 context = entry.config;
+                const int32_t* where = mask.contexts.data() + context;
                 parent = top;
-                const int32_t* chain = mask.contexts.data() + context;
-                for (int32_t i = 1; i <= chain[0]; ++i) parent = stack_.push(chain[i], parent);
+                for (int32_t depth = 0; depth < where[0]; ++depth) parent = stack_.parent(parent);
+                for (int32_t i = 0; i < where[1]; ++i) parent = stack_.push(where[2 + i], parent);
             }
-            walker.resolve(entry.node, parent, grammar_->trie().byte(entry.node));
+            walker.resolve(entry.node, parent, mask.undecided_trie->byte(entry.node));
         }
         stack_.truncate(mark);
     }
@@ -251,7 +305,7 @@ class DpdaMatcher final : public CfgMatcher {
     GrowingStack stack_;
     std::vector<Entry> history_;
     std::vector<int32_t> pending_;
-    std::vector<WalkFrame> frames_;
+    WalkScratch frames_;
 };
 
 std::unique_ptr<CfgMatcher> DpdaGrammar::matcher() {

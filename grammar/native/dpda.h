@@ -65,6 +65,7 @@ class InternedStack {
 template <class Stack>
 int32_t lr_step(const LrTables& tables, Stack& stack, int32_t top, int32_t atom,
                 std::vector<int32_t>& pending, bool materialise = true) {
+    if (top >= 0 && tables.act(stack.state(top), atom) == kActionError) return kDead;
     pending.clear();
     int32_t base = top;
     for (int32_t guard = 0;; ++guard) {

@@ -124,8 +124,8 @@ class EarleyGrammar final : public CompiledCfg {
             EarleyGrammar& grammar;
             int32_t operator()(int32_t config, uint8_t byte) { return grammar.step(config, byte); }
         } local_step{*this};
-        MaskBuilder<Step> builder(*trie_, local_step);
-        return masks_.emplace(view, builder.build(view)).first->second;
+        const FirstByteCount count = count_first_bytes(*trie_, local_step, view);
+        return masks_.emplace(view, build_state_mask(*trie_, local_step, view, count)).first->second;
     }
 
     // Bytes that keep ``config`` alive (jump-forward), up to two. Caller holds the lock.
@@ -388,8 +388,8 @@ class EarleyMatcher final : public CfgMatcher {
     // from ``config`` (sharing the prefix with the previous one), then its subtree.
     void resolve(const StateMask& mask, int32_t config, uint32_t* row) {
         FullStep step{*grammar_};
-        RowWalker<FullStep> walker(grammar_->trie(), step, row, frames_);
-        const TokenTrie& trie = grammar_->trie();
+        const TokenTrie& trie = *mask.undecided_trie;
+        RowWalker<FullStep> walker(trie, step, row, frames_);
         std::string_view walked;
         std::vector<int32_t> configs{config};
         for (const StateMask::Undecided& entry : mask.undecided) {
@@ -413,7 +413,7 @@ class EarleyMatcher final : public CfgMatcher {
 
     std::shared_ptr<EarleyGrammar> grammar_;
     std::vector<int32_t> history_;
-    std::vector<WalkFrame> frames_;
+    WalkScratch frames_;
 };
 
 std::unique_ptr<CfgMatcher> EarleyGrammar::matcher() {

@@ -120,7 +120,7 @@ uint64_t checksum(const char* data, size_t size) {
 
 ProgramIndex::ProgramIndex(const TokenTrie& trie) : table_(trie.shared_table()) {
     const int32_t vocab = vocab_size();
-    std::vector<WalkFrame> frames;
+    WalkScratch frames;
 
     std::vector<bool> digit_token(vocab, false);
     for (int32_t id = 0; id < vocab; ++id) {

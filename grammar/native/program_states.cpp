@@ -1,5 +1,7 @@
 #include "program_states.h"
 
+#include "utf8.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -12,20 +14,6 @@ namespace {
 
 const std::string kGenClose = "</gen>";
 const std::array<std::string, 2> kLiteralText = {"/>\n", "\n"};
-
-struct Continuation {
-    uint8_t low, high, then;
-};
-// Continuation bytes of a UTF-8 character by validator state 1..7 (4-7: the restricted
-// second bytes after E0, ED, F0, F4).
-constexpr std::array<Continuation, 8> kContinuation = {{{0, 0, 0},
-                                                        {0x80, 0xBF, 0},
-                                                        {0x80, 0xBF, 1},
-                                                        {0x80, 0xBF, 2},
-                                                        {0xA0, 0xBF, 1},
-                                                        {0x80, 0x9F, 1},
-                                                        {0x90, 0xBF, 2},
-                                                        {0x80, 0x8F, 2}}};
 
 uint64_t pow10(int exponent) {
     uint64_t result = 1;
@@ -106,8 +94,8 @@ std::optional<std::string> smallest_number_suffix(uint64_t value, int count, uin
 std::string smallest_continuation(uint8_t pending) {
     std::string completion;
     while (pending) {
-        completion.push_back(static_cast<char>(kContinuation[pending].low));
-        pending = kContinuation[pending].then;
+        completion.push_back(static_cast<char>(kUtf8Continuation[pending].low));
+        pending = kUtf8Continuation[pending].then;
     }
     return completion;
 }
@@ -148,20 +136,9 @@ int decimal_length(uint64_t value) {
 }
 
 std::optional<uint8_t> utf8_step(uint8_t pending, uint8_t byte) {
-    if (pending == 0) {
-        if (byte < 0x80) return 0;
-        if (byte >= 0xC2 && byte <= 0xDF) return 1;
-        if (byte == 0xE0) return 4;
-        if (byte == 0xED) return 5;
-        if (byte >= 0xE1 && byte <= 0xEF) return 2;
-        if (byte == 0xF0) return 6;
-        if (byte >= 0xF1 && byte <= 0xF3) return 3;
-        if (byte == 0xF4) return 7;
-        return std::nullopt;
-    }
-    const Continuation& rule = kContinuation[pending];
-    if (byte >= rule.low && byte <= rule.high) return rule.then;
-    return std::nullopt;
+    const int next = utf8_next(pending, byte);
+    if (next == kUtf8Invalid) return std::nullopt;
+    return static_cast<uint8_t>(next);
 }
 
 bool number_prefix_ok(uint64_t value, int count, uint64_t low, uint64_t high) {

@@ -4,6 +4,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "region_cache.h"
+#include "utf8.h"
+
 namespace cad {
 
 TokenTable::TokenTable(std::string data, std::vector<uint32_t> offsets, int32_t eos)
@@ -28,7 +31,45 @@ TokenTable::TokenTable(std::string data, std::vector<uint32_t> offsets, int32_t 
     fingerprint_ = digest;
 }
 
-TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table) : table_(std::move(table)) {
+TokenTrie::~TokenTrie() = default;
+
+int TokenSlice::step(int state, uint8_t byte) {
+    if (state == 0 && (byte < 0x20 || byte == '"' || byte == '\\')) return -1;
+    return utf8_next(static_cast<uint8_t>(state), byte);
+}
+
+const TokenSlice& TokenTrie::string_slice() const {
+    std::call_once(slice_once_, [this] {
+        auto slice = std::make_unique<TokenSlice>();
+        const TokenTable& tokens = *table_;
+        std::vector<uint32_t> row(bitmask_words(tokens.vocab_size()), 0u);
+        size_t count = 0;
+        std::string rest_data;
+        std::vector<uint32_t> rest_offsets{0};
+        for (int32_t id = 0; id < tokens.vocab_size(); ++id) {
+            const std::string_view bytes = tokens.token(id);
+            int state = bytes.empty() ? -1 : 0;
+            for (size_t i = 0; i < bytes.size() && state >= 0; ++i) {
+                state = TokenSlice::step(state, static_cast<uint8_t>(bytes[i]));
+            }
+            if (state >= 0) {
+                set_token(row.data(), id);
+                ++count;
+            } else {
+                rest_data.append(bytes);
+            }
+            rest_offsets.push_back(static_cast<uint32_t>(rest_data.size()));
+        }
+        slice->tokens = TokenList::from_row(std::move(row), count);
+        slice->rest = std::make_unique<TokenTrie>(std::make_shared<TokenTable>(
+            std::move(rest_data), std::move(rest_offsets), tokens.eos()));
+        string_slice_ = std::move(slice);
+    });
+    return *string_slice_;
+}
+
+TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table)
+    : table_(std::move(table)), regions_(std::make_unique<RegionCache>()) {
     const TokenTable& tokens = *table_;
     std::vector<int32_t> order;
     for (int32_t id = 0; id < tokens.vocab_size(); ++id) {
@@ -40,12 +81,9 @@ TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table) : table_(std::move
 
     // Scan the sorted tokens: the nodes of each token's bytes past the common prefix with the
     // previous token are new, and they are created in preorder.
-    std::vector<uint32_t> parent{UINT32_MAX};
     std::vector<uint32_t> own_tokens{0};
     std::vector<uint32_t> path{0};
-    end_.push_back(0);
-    depth_.push_back(0);
-    byte_.push_back(0);
+    nodes_.push_back({0, 0, 0});
     std::string_view previous;
     for (int32_t id : order) {
         std::string_view bytes = tokens.token(id);
@@ -55,42 +93,24 @@ TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table) : table_(std::move
             ++common;
         }
         while (path.size() > common + 1) {
-            end_[path.back()] = static_cast<uint32_t>(end_.size());
+            nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
             path.pop_back();
         }
         for (size_t d = common; d < bytes.size(); ++d) {
-            uint32_t node = static_cast<uint32_t>(end_.size());
-            parent.push_back(path.back());
-            end_.push_back(0);
-            depth_.push_back(static_cast<uint16_t>(d + 1));
-            byte_.push_back(static_cast<uint8_t>(bytes[d]));
+            path.push_back(static_cast<uint32_t>(nodes_.size()));
+            nodes_.push_back({0, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(bytes[d])});
             own_tokens.push_back(0);
-            path.push_back(node);
         }
         ++own_tokens[path.back()];
         ids_.push_back(id);
         previous = bytes;
     }
     while (!path.empty()) {
-        end_[path.back()] = static_cast<uint32_t>(end_.size());
+        nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
         path.pop_back();
     }
-
-    const uint32_t nodes = node_count();
-    token_begin_.assign(nodes + 1, 0);
+    token_begin_.assign(nodes_.size() + 1, 0);
     std::partial_sum(own_tokens.begin(), own_tokens.end(), token_begin_.begin() + 1);
-
-    child_begin_.assign(nodes + 1, 0);
-    for (uint32_t node = 1; node < nodes; ++node) ++child_begin_[parent[node] + 1];
-    std::partial_sum(child_begin_.begin(), child_begin_.end(), child_begin_.begin());
-    child_.resize(nodes > 0 ? nodes - 1 : 0);
-    child_byte_.resize(child_.size());
-    std::vector<uint32_t> filled(child_begin_.begin(), child_begin_.end() - 1);
-    for (uint32_t node = 1; node < nodes; ++node) {
-        uint32_t slot = filled[parent[node]]++;
-        child_[slot] = node;
-        child_byte_[slot] = byte_[node];
-    }
 }
 
 }  // namespace cad

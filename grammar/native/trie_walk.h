@@ -12,57 +12,67 @@ namespace cad {
 constexpr int32_t kDead = -1;       // the byte is rejected
 constexpr int32_t kDependent = -3;  // a local view cannot decide: it needs the context below
 
-// Depth-first walk of the subtree of ``start`` from parser configuration ``config``
-// (``frames`` is scratch, reused across walks).
+// Configurations and walker marks by depth along the current path; reused across walks.
+struct WalkScratch {
+    std::vector<int32_t> configs;
+    std::vector<size_t> marks;
+};
+
+// Walk the subtree of ``start`` (whose configuration is ``config``), reading the nodes in
+// preorder: each node is stepped from its parent's configuration, and a rejected or undecided
+// node's whole subtree is jumped over.
 //
 // ``Walker`` provides:
 //   int32_t step(int32_t config, uint8_t byte)  -> next config, kDead or kDependent
-//   bool descend(int32_t config)                -> whether tokens may go on from this config
+//   bool descend(int32_t config)                -> whether longer tokens may go on from here
 //   void accept(uint32_t node, int32_t config)  -> the tokens at ``node`` are allowed
 //   void dependent(uint32_t node, int32_t config) -> the subtree of ``node`` is undecided
 //                                                  (``config`` is its parent's)
-//   size_t mark() / void release(size_t)        -> scratch a walker may free on backtracking
-// A rejected byte skips the child's whole subtree: tokens sharing a rejected prefix are never
-// looked at again.
-struct WalkFrame {
-    uint32_t next;
-    uint32_t end;
-    int32_t config;
-    size_t mark;
-};
-
+//   size_t mark() / void release(size_t)        -> scratch a walker may free once the path
+//                                                  leaves a node (e.g. pushed stack nodes)
 template <class Walker>
 void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker& walker,
-                  std::vector<WalkFrame>& frames) {
-    frames.clear();
-    frames.push_back({trie.children_begin(start), trie.children_end(start), config, walker.mark()});
-    while (!frames.empty()) {
-        WalkFrame& frame = frames.back();
-        if (frame.next == frame.end) {
-            walker.release(frame.mark);
-            frames.pop_back();
-            continue;
-        }
-        const uint32_t k = frame.next++;
-        const uint32_t child = trie.child(k);
-        const size_t mark = walker.mark();
-        const int32_t next = walker.step(frame.config, trie.child_byte(k));
-        if (next == kDead) {
-            walker.release(mark);
-            continue;
-        }
-        if (next == kDependent) {
-            walker.release(mark);
-            walker.dependent(child, frame.config);
-            continue;
-        }
-        walker.accept(child, next);
-        if (trie.children_begin(child) != trie.children_end(child) && walker.descend(next)) {
-            frames.push_back({trie.children_begin(child), trie.children_end(child), next, mark});
-        } else {
-            walker.release(mark);
-        }
+                  WalkScratch& scratch) {
+    const uint32_t end = trie.subtree_end(start);
+    const uint32_t base = trie.depth(start);
+    const size_t deepest = static_cast<size_t>(trie.table().longest_token()) + 2;
+    if (scratch.configs.size() < deepest) {
+        scratch.configs.resize(deepest);
+        scratch.marks.resize(deepest);
     }
+    int32_t* configs = scratch.configs.data();
+    size_t* marks = scratch.marks.data();
+    configs[0] = config;
+    marks[0] = walker.mark();
+    uint32_t index = start + 1;
+    while (index < end) {
+        const TrieNode& node = trie.node(index);
+        const uint32_t depth = node.depth - base;
+        walker.release(marks[depth - 1]);
+        const int32_t parent = configs[depth - 1];
+        const int32_t next = walker.step(parent, node.byte);
+        if (next < 0) {
+            if (next == kDependent) walker.dependent(index, parent);
+            index = node.end;
+            continue;
+        }
+        walker.accept(index, next);
+        if (!walker.descend(next)) {
+            index = node.end;
+            continue;
+        }
+        configs[depth] = next;
+        marks[depth] = walker.mark();
+        ++index;
+    }
+    walker.release(marks[0]);
+}
+
+// Call ``visit(child)`` for every child of ``node``.
+template <class Visit>
+void for_each_child(const TokenTrie& trie, uint32_t node, Visit visit) {
+    const uint32_t end = trie.subtree_end(node);
+    for (uint32_t child = node + 1; child < end; child = trie.subtree_end(child)) visit(child);
 }
 
 }  // namespace cad
