@@ -6,6 +6,7 @@ install."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from glob import glob
@@ -15,6 +16,15 @@ from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 NATIVE_SOURCES = sorted(glob("grammar/native/*.cpp"))
+# CAD_NATIVE_SANITIZE=1 builds with AddressSanitizer and UBSan for the differential tests
+# (run Python with LD_PRELOAD of libasan; see docs/masking.md).
+SANITIZE = os.environ.get("CAD_NATIVE_SANITIZE") == "1"
+COMPILE_FLAGS = (
+    ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+    if SANITIZE
+    else ["-O3"]
+)
+LINK_FLAGS = ["-fsanitize=address,undefined"] if SANITIZE else []
 
 
 class BuildNative(build_ext):
@@ -51,7 +61,8 @@ setup(
             "cad.grammar._native",
             NATIVE_SOURCES,
             cxx_std=17,
-            extra_compile_args=["-O3"],
+            extra_compile_args=COMPILE_FLAGS,
+            extra_link_args=LINK_FLAGS,
             depends=sorted(glob("grammar/native/*.h")),
         )
     ],

@@ -1,12 +1,29 @@
-"""Per-token mask time and compile time: our DPDA/Earley engines vs XGrammar and llguidance.
+"""Per-token mask time and compile time: the native masking core against XGrammar and llguidance.
 
-All engines run in one process on the same tokenised documents (MaskBench style: for each
-token, compute the allowed-token mask, then accept the token; the end-of-sequence mask is
-included). Workloads: JSON (the built-in JSON grammar, documents from JSONSchemaBench test
-instances), JSON-Schema (JSONSchemaBench schemas with their valid instances, compact, keys
-in schema order) and FunQL (GeoQuery-style queries). Usage:
+Every engine runs in one process on the SAME token streams (MaskBench style: per token, fill
+the packed bitmask, then accept the token; the end-of-sequence mask is included), interleaved
+grammar by grammar with the engine order rotated, so that noise from other jobs hits every
+engine alike. Each grammar starts cold (fresh compile, empty caches): first visits to a state
+are in the numbers. Workloads, for each tokenizer:
 
-    python -m bench.masks --schemas 30 --docs 20 --out-md docs/masking-table.md
+* JSON-Schema (compact) and JSON-Schema (pretty): JSONSchemaBench schemas with their valid
+  instances written compactly, and as ``json.dumps(x, indent=2)`` (keys in schema order).
+  Peers get their compact settings for the first and flexible whitespace for the second; a
+  schema a front end refuses, or an instance it rejects, is counted, never fatal.
+* JSON: each engine's own JSON grammar (ours: the built-in EBNF; XGrammar: its built-in JSON
+  grammar; llguidance: the empty schema) on compact and pretty instances.
+* FunQL: the built-in FunQL grammar (the same text for every engine) and GeoQuery queries.
+* Program FSM: the oracle programs of real edits fed token by token to a fresh program
+  matcher for the document (ours only: the peers have no document-bounded program language),
+  plus the program token index built cold and loaded from the on-disk cache.
+
+Usage (the integrator's full tables; a few minutes per tokenizer):
+
+    python -m bench.masks --schemas 40 --docs 10 --edits heval-python --reference \\
+        --out bench/results/masks
+
+writes ``masks.md`` (table), ``masks.json`` (all numbers) and ``masks.png`` (plot). Small run:
+``python -m bench.masks --schemas 5 --docs 3 --program-edits 5``.
 """
 
 from __future__ import annotations
@@ -19,21 +36,26 @@ import platform
 import random
 import re
 import statistics
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import cad.grammar.cfg as cfg
-from cad.grammar.cfg.builtin_grammars import FUNQL, JSON
-from cad.grammar.cfg.errors import GrammarError
-from cad.grammar.cfg.json_schema import schema_to_rules
-from cad.grammar.vocab import Vocabulary
-
-DATA = Path(os.environ.get("CAD_JSONSCHEMABENCH", "/work/shared/data/jsonschemabench"))
-TOKENIZERS = Path(__file__).parents[1] / "tests" / "fixtures" / "tokenizers"
+REPOSITORY = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = next(
+    (
+        folder / "shared" / "data"
+        for folder in REPOSITORY.parents
+        if (folder / "shared" / "data").is_dir()
+    ),
+    REPOSITORY.parent / "shared" / "data",
+)
+"""``shared/data`` beside the repository (or beside a folder holding it, for a worktree)."""
+TOKENIZERS = REPOSITORY / "tests" / "fixtures" / "tokenizers"
 FUNQL_QUERIES = [
     "answer(count(state(loc_2(countryid('usa')))))",
     "answer(population_1(cityid('austin','tx')))",
@@ -48,28 +70,70 @@ FUNQL_QUERIES = [
 ]
 
 
-def ordered(value: Any, schema: Any, root: Any) -> Any:
-    """Object keys in schema declaration order (what fixed-order engines expect)."""
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+clock = time.perf_counter
+"""Wall time by default; ``--clock thread`` counts this thread's CPU time only, which keeps
+comparisons meaningful on a busy machine (the published tables use wall time, measured alone)."""
+
+
+@dataclass
+class Item:
+    """One grammar of a workload and the documents run through it."""
+
+    kind: str  # "json-schema", "ebnf" or "json"
+    source: Any
+    documents: list[str]
+    pretty: bool = False
+
+
+@dataclass
+class Row:
+    """What one engine measured on one workload."""
+
+    masks: list[float] = field(default_factory=list)
+    compiles: list[float] = field(default_factory=list)
+    grammars: int = 0
+    compile_failures: int = 0
+    documents: int = 0
+    rejected: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """Percentiles in microseconds (masks) and milliseconds (compile)."""
+        masks = np.array(self.masks) * 1e6
+        return {
+            "grammars": self.grammars,
+            "compile_failures": self.compile_failures,
+            "documents": self.documents,
+            "rejected": self.rejected,
+            "masks": len(self.masks),
+            "mask_p50_us": float(np.percentile(masks, 50)) if len(masks) else float("nan"),
+            "mask_p90_us": float(np.percentile(masks, 90)) if len(masks) else float("nan"),
+            "mask_p99_us": float(np.percentile(masks, 99)) if len(masks) else float("nan"),
+            "compile_p50_ms": 1e3 * statistics.median(self.compiles)
+            if self.compiles
+            else float("nan"),
+        }
+
+
+def in_schema_order(value: Any, schema: Any, root: Any) -> Any:
+    """``value`` with object keys in the order the schema declares them (declared first)."""
     while isinstance(schema, dict) and str(schema.get("$ref", "")).startswith("#"):
         target = root
         for part in schema["$ref"][2:].split("/") if schema["$ref"] != "#" else []:
-            target = target[part]
+            target = target.get(part, {}) if isinstance(target, dict) else {}
         schema = target
     if not isinstance(schema, dict):
         return value
     if isinstance(value, dict):
         declared = schema.get("properties", {})
-        out = {k: ordered(value[k], declared[k], root) for k in declared if k in value}
-        out.update(
-            {
-                k: ordered(v, schema.get("additionalProperties", {}), root)
-                for k, v in value.items()
-                if k not in declared
-            }
-        )
+        if not isinstance(declared, dict):
+            declared = {}
+        extra = schema.get("additionalProperties", {})
+        out = {k: in_schema_order(value[k], declared[k], root) for k in declared if k in value}
+        out.update({k: in_schema_order(v, extra, root) for k, v in value.items() if k not in out})
         return out
     if isinstance(value, list):
-        return [ordered(v, schema.get("items", {}), root) for v in value]
+        return [in_schema_order(v, schema.get("items", {}), root) for v in value]
     return value
 
 
@@ -78,68 +142,89 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def workloads(schemas: int, docs: int) -> dict[str, list[tuple[str, Any, list[str]]]]:
-    """(format, grammar source, documents) per workload, deterministic and bounded."""
+def pretty(value: Any) -> str:
+    """JSON as people's files look: ``json.dumps(value, indent=2)``."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def schema_records(folder: Path, count: int) -> list[tuple[dict[str, Any], list[Any]]]:
+    """``count`` JSONSchemaBench schemas (a fixed shuffle of every file) with valid instances."""
+    paths = sorted(glob.glob(str(folder / "*.json")))
+    if not paths:
+        raise SystemExit(f"error: no JSONSchemaBench files in {folder}; pass --data")
+    random.Random(0).shuffle(paths)
     records = []
-    for path in sorted(glob.glob(str(DATA / "*.json"))):
-        name = Path(path).name
-        if name.startswith(("BFCL", "JME")):
-            record = json.loads(Path(path).read_text())
-            valid = [t["data"] for t in record["tests"] if t["valid"]]
-            if valid:
-                records.append((record["schema"], valid))
-    random.Random(0).shuffle(records)
-    schema_items = []
-    for schema, valid in records:
-        try:
-            schema_to_rules(schema)
-        except GrammarError:
-            continue
-        schema_items.append(
-            ("json-schema", schema, [compact(ordered(v, schema, schema)) for v in valid])
-        )
-        if len(schema_items) == schemas:
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        valid = [test["data"] for test in record["tests"] if test["valid"]]
+        if valid and isinstance(record["schema"], dict):
+            records.append((record["schema"], valid))
+        if len(records) == count:
             break
-    json_docs = [compact(v) for _, valid in records[:docs] for v in valid[:1]]
+    return records
+
+
+def workloads(data: Path, schemas: int, docs: int) -> dict[str, list[Item]]:
+    """The grammar workloads (the program FSM is separate), deterministic and bounded."""
+    from cad.grammar.cfg.builtin_grammars import FUNQL, JSON
+
+    records = schema_records(data / "jsonschemabench", schemas)
+    ordered = [(s, [in_schema_order(v, s, s) for v in valid]) for s, valid in records]
+    instances = [valid[0] for _, valid in ordered[:docs]]
     return {
-        "JSON": [("ebnf", JSON, json_docs)],
-        "JSON-Schema": schema_items,
-        "FunQL": [("ebnf", FUNQL, FUNQL_QUERIES[:docs])],
+        "JSON-Schema compact": [
+            Item("json-schema", s, [compact(v) for v in valid]) for s, valid in ordered
+        ],
+        "JSON-Schema pretty": [
+            Item("json-schema", s, [pretty(v) for v in valid], pretty=True) for s, valid in ordered
+        ],
+        "JSON": [
+            Item("json", JSON, [compact(v) for v in instances] + [pretty(v) for v in instances])
+        ],
+        "FunQL": [Item("ebnf", FUNQL, FUNQL_QUERIES[: max(docs, 1)])],
     }
 
 
 class Runner:
-    """One engine behind a uniform compile / fill-mask / accept interface."""
+    """One engine behind a uniform compile / (fill, accept)* interface."""
 
     name: str
 
-    def compile(self, kind: str, source: Any) -> Any:
+    def compile(self, item: Item) -> Any:
         raise NotImplementedError
 
-    def run(self, compiled: Any, tokens: list[int], eos: int, times: list[float]) -> bool:
+    def run(self, compiled: Any, tokens: list[int], times: list[float]) -> bool:
         raise NotImplementedError
 
 
-class OurRunner(Runner):
-    def __init__(self, vocab: Vocabulary, engine: str) -> None:
-        self.vocab = vocab
-        self.engine = engine
-        self.name = f"cad {engine}"
-        self.engines_used: dict[str, int] = {}
+class CadRunner(Runner):
+    """Our engines: the native core, or the Python reference (``backend="python"``)."""
 
-    def compile(self, kind: str, source: Any) -> Any:
-        engine = self.engine if self.engine != "auto" else "auto"
-        compiled = cfg.compile(source, self.vocab, format=kind, engine=engine)  # type: ignore[arg-type]
-        self.engines_used[compiled.engine] = self.engines_used.get(compiled.engine, 0) + 1
+    def __init__(self, vocabulary: Any, backend: str) -> None:
+        from cad.grammar import allocate_token_bitmask
+
+        self.vocabulary = vocabulary
+        self.backend = backend
+        self.name = "cad native" if backend == "native" else "cad python"
+        self.bitmask = allocate_token_bitmask(1, vocabulary.size)
+        self.engines: dict[str, int] = {}
+
+    def compile(self, item: Item) -> Any:
+        from cad.grammar import compile
+
+        kind = "ebnf" if item.kind == "json" else item.kind
+        compiled = compile(item.source, self.vocabulary, format=kind, backend=self.backend)  # type: ignore[arg-type]
+        self.engines[compiled.engine] = self.engines.get(compiled.engine, 0) + 1
         return compiled
 
-    def run(self, compiled: Any, tokens: list[int], eos: int, times: list[float]) -> bool:
+    def run(self, compiled: Any, tokens: list[int], times: list[float]) -> bool:
         matcher = compiled.matcher()
-        for token in [*tokens, eos]:
-            started = time.perf_counter()
-            mask = matcher.allowed_tokens()
-            times.append(time.perf_counter() - started)
-            if not mask[token] or not matcher.accept_token(token):
+        bitmask = self.bitmask
+        for token in tokens:
+            started = clock()
+            matcher.fill_next_token_bitmask(bitmask)
+            times.append(clock() - started)
+            if not matcher.accept_token(token):
                 return False
         return True
 
@@ -147,27 +232,35 @@ class OurRunner(Runner):
 class XGrammarRunner(Runner):
     name = "XGrammar 0.2.8"
 
-    def __init__(self, tokenizer: Any, vocab_size: int) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: int, eos: int) -> None:
         import xgrammar
 
         self.xgr = xgrammar
-        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        info = xgrammar.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=[eos]
+        )
         self.compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         self.bitmask = xgrammar.allocate_token_bitmask(1, vocab_size)
 
-    def compile(self, kind: str, source: Any) -> Any:
-        if kind == "json-schema":
+    def compile(self, item: Item) -> Any:
+        if item.kind == "json-schema":
+            if item.pretty:
+                return self.compiler.compile_json_schema(
+                    json.dumps(item.source), any_whitespace=True
+                )
             return self.compiler.compile_json_schema(
-                json.dumps(source), any_whitespace=False, separators=(",", ":")
+                json.dumps(item.source), any_whitespace=False, separators=(",", ":")
             )
-        return self.compiler.compile_grammar(source)
+        if item.kind == "json":
+            return self.compiler.compile_builtin_json_grammar()
+        return self.compiler.compile_grammar(item.source)
 
-    def run(self, compiled: Any, tokens: list[int], eos: int, times: list[float]) -> bool:
+    def run(self, compiled: Any, tokens: list[int], times: list[float]) -> bool:
         matcher = self.xgr.GrammarMatcher(compiled)
-        for token in [*tokens, eos]:
-            started = time.perf_counter()
+        for token in tokens:
+            started = clock()
             matcher.fill_next_token_bitmask(self.bitmask)
-            times.append(time.perf_counter() - started)
+            times.append(clock() - started)
             if not matcher.accept_token(token):
                 return False
         return True
@@ -176,135 +269,295 @@ class XGrammarRunner(Runner):
 class LlguidanceRunner(Runner):
     name = "llguidance 1.9.1"
 
-    def __init__(self, tokenizer: Any, vocab_size: int) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: int, eos: int) -> None:
         import llguidance
         import llguidance.hf
         import llguidance.numpy
 
         self.llg = llguidance
-        self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
+        self.fill = llguidance.numpy.fill_next_token_bitmask
+        self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=eos)
         self.bitmask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)
 
-    def compile(self, kind: str, source: Any) -> Any:
-        if kind == "json-schema":
-            grammar = self.llg.LLMatcher.grammar_from_json_schema(
-                source, defaults={"whitespace_flexible": False}
+    def compile(self, item: Item) -> Any:
+        matcher_class = self.llg.LLMatcher
+        if item.kind == "json-schema":
+            grammar = matcher_class.grammar_from_json_schema(
+                item.source, defaults={"whitespace_flexible": item.pretty}
+            )
+        elif item.kind == "json":
+            grammar = matcher_class.grammar_from_json_schema(
+                {}, defaults={"whitespace_flexible": True}
             )
         else:
             from llguidance.gbnf_to_lark import gbnf_to_lark
 
-            one_line_rules = re.sub(r"\n\s+\|", " |", source)
-            grammar = self.llg.LLMatcher.grammar_from_lark(gbnf_to_lark(one_line_rules))
-        matcher = self.llg.LLMatcher(self.tokenizer, grammar)
+            grammar = matcher_class.grammar_from_lark(
+                gbnf_to_lark(re.sub(r"\n\s+\|", " |", item.source))
+            )
+        matcher = matcher_class(self.tokenizer, grammar)
         if matcher.is_error():
             raise ValueError(matcher.get_error())
         return grammar
 
-    def run(self, compiled: Any, tokens: list[int], eos: int, times: list[float]) -> bool:
-        import llguidance.numpy
-
+    def run(self, compiled: Any, tokens: list[int], times: list[float]) -> bool:
         matcher = self.llg.LLMatcher(self.tokenizer, compiled)
-        for token in [*tokens, eos]:
-            started = time.perf_counter()
-            llguidance.numpy.fill_next_token_bitmask(matcher, self.bitmask, 0)
-            times.append(time.perf_counter() - started)
+        for token in tokens:
+            started = clock()
+            self.fill(matcher, self.bitmask, 0)
+            times.append(clock() - started)
             if not matcher.consume_token(token):
                 return False
         return True
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100) of ``values`` or NaN."""
-    return float(np.percentile(values, q)) if values else float("nan")
+def bench_grammars(
+    runners: list[Runner], items: list[Item], encode: Callable[[str], list[int]], eos: int
+) -> dict[str, Row]:
+    """Compile each grammar with every engine (order rotated) and run its documents."""
+    rows = {runner.name: Row() for runner in runners}
+    for index, item in enumerate(items):
+        streams = [[*encode(document), eos] for document in item.documents]
+        shift = index % len(runners)
+        for runner in runners[shift:] + runners[:shift]:
+            row = rows[runner.name]
+            row.grammars += 1
+            row.documents += len(streams)
+            started = clock()
+            try:
+                compiled = runner.compile(item)
+            except Exception:
+                row.compile_failures += 1
+                row.rejected += len(streams)
+                continue
+            row.compiles.append(clock() - started)
+            for stream in streams:
+                try:
+                    accepted = runner.run(compiled, stream, row.masks)
+                except Exception:
+                    accepted = False
+                row.rejected += not accepted
+    return rows
 
 
-def bench(
-    runner: Runner,
-    items: list[tuple[str, Any, list[str]]],
-    encode: Callable[[str], list[int]],
-    eos: int,
-) -> dict[str, Any]:
-    """Compile each grammar, run its documents; timings and failure counts."""
-    compile_times: list[float] = []
-    mask_times: list[float] = []
-    failures = rejected = 0
-    for kind, source, documents in items:
-        started = time.perf_counter()
-        try:
-            compiled = runner.compile(kind, source)
-        except Exception:
-            failures += 1
-            continue
-        compile_times.append(time.perf_counter() - started)
-        for document in documents:
-            if not runner.run(compiled, encode(document), eos, mask_times):
-                rejected += 1
+def program_streams(
+    edits: str, count: int, encode: Callable[[str], list[int]]
+) -> list[tuple[list[int], list[int]]]:
+    """(line widths, token stream of the oracle program, op by op) for ``count`` edits."""
+    from cad.resolver import Document, format, oracle
+    from cad.training.datasets import load_edits
+
+    streams = []
+    for example in load_edits(edits)[:count]:
+        text = format(oracle(example.before, example.after, granularity="line"))
+        chunks = [op + "\n" for op in text.split("\n")[:-1]] + ["</program>"]
+        tokens = [token for chunk in chunks for token in encode(chunk)]
+        streams.append(([len(line) for line in Document(example.before).lines], tokens))
+    return streams
+
+
+def bench_program(vocabulary: Any, streams: list, eos: int, reference: bool) -> dict[str, Row]:
+    """Fill and accept every token of every program with a fresh matcher per document."""
+    from cad.grammar import ProgramMatcher, ProgramTokenIndex, allocate_token_bitmask
+    from cad.grammar.program_fsm import ReferenceProgramMatcher
+    from cad.grammar.program_index import ReferenceProgramIndex
+
+    makers: dict[str, Callable[[list[int]], Any]] = {}
+    native_index = ProgramTokenIndex.for_vocabulary(vocabulary)
+    makers["cad native"] = lambda widths: ProgramMatcher(native_index, widths)
+    if reference:
+        reference_index = ReferenceProgramIndex.build(vocabulary)
+        makers["cad python"] = lambda widths: ReferenceProgramMatcher(reference_index, widths)
+    bitmask = allocate_token_bitmask(1, vocabulary.size)
+    rows = {name: Row(grammars=len(streams)) for name in makers}
+    for index, (widths, tokens) in enumerate(streams):
+        names = list(makers)
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            row = rows[name]
+            matcher = makers[name](widths)
+            row.documents += 1
+            for token in [*tokens, eos]:
+                started = clock()
+                matcher.fill_next_token_bitmask(bitmask)
+                row.masks.append(clock() - started)
+                if not matcher.accept_token(token):
+                    row.rejected += 1
+                    break
+    return rows
+
+
+def index_times(vocabulary: Any, repeats: int = 3) -> dict[str, float]:
+    """Seconds to build the program token index (cold) and to load it from the on-disk cache
+    (warm), medians of ``repeats``; the vocabulary's own tables are built beforehand."""
+    from cad.grammar import ProgramTokenIndex
+
+    vocabulary.native_trie  # noqa: B018  (built once per vocabulary, not part of either time)
+    cold, warm = [], []
+    for _ in range(repeats):
+        started = clock()
+        ProgramTokenIndex.for_vocabulary(vocabulary, use_cache=False)
+        cold.append(clock() - started)
+        ProgramTokenIndex.for_vocabulary(vocabulary)
+        started = clock()
+        loaded = ProgramTokenIndex.for_vocabulary(vocabulary)
+        warm.append(clock() - started)
+        assert loaded.loaded_from_cache
     return {
-        "compile_p50_ms": 1e3 * statistics.median(compile_times) if compile_times else float("nan"),
-        "mask_p50_us": 1e6 * percentile(mask_times, 50),
-        "mask_p99_ms": 1e3 * percentile(mask_times, 99),
-        "masks": len(mask_times),
-        "compile_failures": failures,
-        "rejected_docs": rejected,
+        "index_cold_ms": 1e3 * statistics.median(cold),
+        "index_warm_ms": 1e3 * statistics.median(warm),
     }
 
 
-def runners(tokenizer: Any, vocab: Vocabulary) -> Iterator[Runner]:
-    """Our engines first, then the peers that import."""
-    yield OurRunner(vocab, "auto")
-    yield OurRunner(vocab, "earley")
-    yield XGrammarRunner(tokenizer, vocab.size)
-    yield LlguidanceRunner(tokenizer, vocab.size)
+def markdown(results: dict[str, Any]) -> str:
+    """The table of every tokenizer, workload and engine."""
+    lines = [
+        f"Machine: {results['machine']}. Masks: µs per token (fill of the packed bitmask); "
+        "compile: ms per grammar.",
+        "",
+        "| tokenizer | workload | engine | grammars | masks | mask p50 µs | mask p90 µs | "
+        "mask p99 µs | compile p50 ms | compile failures | docs rejected |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for tokenizer, per_workload in results["tokenizers"].items():
+        for workload, per_engine in per_workload["workloads"].items():
+            for engine, row in per_engine.items():
+                lines.append(
+                    f"| {tokenizer} | {workload} | {engine} | {row['grammars']} | {row['masks']} "
+                    f"| {row['mask_p50_us']:.2f} | {row['mask_p90_us']:.2f} | "
+                    f"{row['mask_p99_us']:.2f} | {row['compile_p50_ms']:.2f} | "
+                    f"{row['compile_failures']} | {row['rejected']} of {row['documents']} |"
+                )
+    lines.append("")
+    for tokenizer, per_workload in results["tokenizers"].items():
+        index = per_workload["program_index"]
+        lines.append(
+            f"Program token index ({tokenizer}): built cold in {index['index_cold_ms']:.1f} ms, "
+            f"loaded from the on-disk cache in {index['index_warm_ms']:.1f} ms."
+        )
+    return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    """Run every workload for both tokenizers and write one Markdown table."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Mask p50 (bar) and p99 (marker) per workload and engine, one panel per tokenizer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tokenizers = list(results["tokenizers"])
+    figure, axes = plt.subplots(
+        1, len(tokenizers), figsize=(7 * len(tokenizers), 4.5), squeeze=False
     )
-    parser.add_argument("--schemas", type=int, default=30)
-    parser.add_argument("--docs", type=int, default=10)
+    for axis, tokenizer in zip(axes[0], tokenizers, strict=True):
+        per_workload = results["tokenizers"][tokenizer]["workloads"]
+        workload_names = list(per_workload)
+        engines = sorted({engine for rows in per_workload.values() for engine in rows})
+        width = 0.8 / max(len(engines), 1)
+        for offset, engine in enumerate(engines):
+            xs, p50, p99 = [], [], []
+            for position, workload in enumerate(workload_names):
+                row = per_workload[workload].get(engine)
+                if row and row["masks"]:
+                    xs.append(position + offset * width)
+                    p50.append(row["mask_p50_us"])
+                    p99.append(row["mask_p99_us"])
+            bars = axis.bar(xs, p50, width, label=f"{engine} p50")
+            axis.scatter(
+                xs, p99, marker="v", color=bars.patches[0].get_facecolor() if bars.patches else None
+            )
+        axis.set_yscale("log")
+        axis.set_xticks([p + 0.4 - width / 2 for p in range(len(workload_names))])
+        axis.set_xticklabels(workload_names, rotation=20, ha="right", fontsize=8)
+        axis.set_ylabel("µs per mask (bar: p50, ▼: p99)")
+        axis.set_title(tokenizer)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every workload for each tokenizer; write the table, the JSON and the plot."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.masks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="holds jsonschemabench/")
+    parser.add_argument("--schemas", type=int, default=40)
+    parser.add_argument("--docs", type=int, default=10, help="JSON instances and FunQL queries")
+    parser.add_argument(
+        "--edits",
+        default="heval-python",
+        help="edit corpus: heval-python, heval-js or a JSONL file",
+    )
+    parser.add_argument("--program-edits", type=int, default=30)
     parser.add_argument("--tokenizers", default="qwen2,llama3")
-    parser.add_argument("--out-md", type=Path)
-    args = parser.parse_args()
+    parser.add_argument("--engines", default="cad,xgrammar,llguidance")
+    parser.add_argument(
+        "--reference", action="store_true", help="also run the Python reference engines"
+    )
+    parser.add_argument("--out", type=Path, help="write OUT.md, OUT.json and OUT.png")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    args = parser.parse_args(argv)
+    global clock
+    clock = CLOCKS[args.clock]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    loads = workloads(args.schemas, args.docs)
-    lines = [
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
-        "",
-        "| tokenizer | workload | engine | grammars | masks | mask p50 µs | mask p99 ms | compile p50 ms | compile failures | docs rejected |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    from cad.grammar import Vocabulary
+
+    if not (args.data / "jsonschemabench").is_dir():
+        print(
+            f"error: {args.data / 'jsonschemabench'} does not exist; pass --data", file=sys.stderr
+        )
+        return 1
+    loads = workloads(args.data, args.schemas, args.docs)
+    wanted = set(args.engines.split(","))
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "command": " ".join(sys.argv),
+        "clock": args.clock,
+        "tokenizers": {},
+    }
     for tokenizer_name in args.tokenizers.split(","):
         tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / tokenizer_name)
-        vocab = Vocabulary.from_tokenizer(tokenizer)
-        cfg.compile('root ::= "x"', vocab)
+        vocabulary = Vocabulary.from_tokenizer(tokenizer)
+        eos = vocabulary.eos_token_id
 
         def encode(text: str, tokenizer: Any = tokenizer) -> list[int]:
             return tokenizer.encode(text, add_special_tokens=False)
 
-        for runner in runners(tokenizer, vocab):
-            for workload, items in loads.items():
-                row = bench(runner, items, encode, vocab.eos_token_id)
-                name = runner.name
-                if isinstance(runner, OurRunner) and runner.engine == "auto":
-                    name += (
-                        " ("
-                        + ", ".join(f"{k}×{v}" for k, v in sorted(runner.engines_used.items()))
-                        + ")"
-                    )
-                    runner.engines_used.clear()
-                line = (
-                    f"| {tokenizer_name} | {workload} | {name} | {len(items)} | {row['masks']} | {row['mask_p50_us']:.1f} "
-                    f"| {row['mask_p99_ms']:.2f} | {row['compile_p50_ms']:.2f} | {row['compile_failures']} | {row['rejected_docs']} |"
-                )
-                lines.append(line)
-                print(line, flush=True)
-    if args.out_md:
-        args.out_md.write_text("\n".join(lines) + "\n")
+        runners: list[Runner] = []
+        if "cad" in wanted:
+            runners.append(CadRunner(vocabulary, "native"))
+        if args.reference:
+            runners.append(CadRunner(vocabulary, "python"))
+        if "xgrammar" in wanted:
+            runners.append(XGrammarRunner(tokenizer, vocabulary.size, eos))
+        if "llguidance" in wanted:
+            runners.append(LlguidanceRunner(tokenizer, vocabulary.size, eos))
+        per_workload: dict[str, Any] = {}
+        for workload, items in loads.items():
+            rows = bench_grammars(runners, items, encode, eos)
+            per_workload[workload] = {name: row.summary() for name, row in rows.items()}
+            print(f"{tokenizer_name} {workload}: done", file=sys.stderr, flush=True)
+        streams = program_streams(args.edits, args.program_edits, encode)
+        rows = bench_program(vocabulary, streams, eos, args.reference)
+        per_workload["Program FSM"] = {name: row.summary() for name, row in rows.items()}
+        results["tokenizers"][tokenizer_name] = {
+            "workloads": per_workload,
+            "program_index": index_times(vocabulary),
+        }
+    table = markdown(results)
+    print(table)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".md").write_text(table)
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+        plot(results, args.out.with_suffix(".png"))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

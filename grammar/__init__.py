@@ -4,12 +4,12 @@ from cad.grammar.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     bitmask_width,
+    fill_next_token_bitmasks,
     unpack_bitmask,
 )
 from cad.grammar.cfg import CfgMatcher, CompiledGrammar, GrammarError, compile, fill_masks
 from cad.grammar.matcher import Matcher
-from cad.grammar.program_fsm import ProgramMatcher
-from cad.grammar.program_index import ProgramTokenIndex
+from cad.grammar.program_matcher import ProgramMatcher, ProgramTokenIndex
 from cad.grammar.vocab import Vocabulary
 
 __all__ = [
@@ -25,5 +25,6 @@ __all__ = [
     "bitmask_width",
     "compile",
     "fill_masks",
+    "fill_next_token_bitmasks",
     "unpack_bitmask",
 ]

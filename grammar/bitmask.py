@@ -10,9 +10,16 @@ operations only: no host synchronisation.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 
+from cad.grammar import _native
+
 _BITS = 32
+_MAX_FILL_THREADS = 8
 
 
 def bitmask_width(vocab_size: int) -> int:
@@ -63,6 +70,61 @@ def fill_from_allowed(bitmask: torch.Tensor, row: int, allowed: torch.Tensor) ->
     packed = pack_allowed(allowed)
     bitmask[row].zero_()
     bitmask[row, : packed.shape[0]] = packed.to(bitmask.device)
+
+
+def row_address(bitmask: torch.Tensor, row: int) -> tuple[int, int]:
+    """The address and word count of ``bitmask[row]`` for a native fill, after checking that
+    it is a CPU ``int32`` bitmask (``(batch, width)``, or ``(width,)`` with row 0) whose rows
+    are contiguous."""
+    if bitmask.dtype is not torch.int32 or not bitmask.is_cpu:
+        raise TypeError(
+            f"a token bitmask is a CPU int32 tensor, not {bitmask.dtype} on {bitmask.device}"
+        )
+    shape = bitmask.shape
+    strides = bitmask.stride()
+    if len(shape) == 2:
+        rows, width = shape
+        stride, step = strides
+    elif len(shape) == 1:
+        rows, width, stride, step = 1, shape[0], 0, strides[0]
+    else:
+        raise ValueError(f"a token bitmask has 1 or 2 dimensions, not {len(shape)}")
+    if not 0 <= row < rows:
+        raise IndexError(f"bitmask row {row} is outside its {rows} rows")
+    if step != 1 and width > 1:
+        raise ValueError("the rows of a token bitmask must be contiguous")
+    return bitmask.data_ptr() + 4 * row * stride, width
+
+
+def fill_next_token_bitmasks(
+    matchers: Sequence[Any], bitmask: torch.Tensor, *, threads: int | None = None
+) -> None:
+    """Fill ``bitmask[i]`` with the allowed tokens of ``matchers[i]``, for every i.
+
+    Native matchers (the program FSM and compiled grammars) are filled together in native
+    code on up to ``threads`` threads (default: the machine's cores, at most 8) with the GIL
+    released; a matcher listed twice is filled once and its row copied. Any other matcher
+    fills its own row with its ``fill_next_token_bitmask``."""
+    native: list[Any] = []
+    addresses: list[int] = []
+    first_row: dict[int, int] = {}
+    copies: list[tuple[int, int]] = []
+    width = 0
+    for row, matcher in enumerate(matchers):
+        address, width = row_address(bitmask, row)
+        if not isinstance(matcher, _native.NativeMatcher):
+            matcher.fill_next_token_bitmask(bitmask, row)
+        elif id(matcher) in first_row:
+            copies.append((row, first_row[id(matcher)]))
+        else:
+            first_row[id(matcher)] = row
+            native.append(matcher)
+            addresses.append(address)
+    if native:
+        threads = threads or min(os.cpu_count() or 1, _MAX_FILL_THREADS)
+        _native.fill_rows(native, addresses, width, threads)
+    for row, source in copies:
+        bitmask[row] = bitmask[source]
 
 
 def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> None:

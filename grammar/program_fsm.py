@@ -1,4 +1,8 @@
-"""The token-level program FSM: only canonical programs valid for *this* document get through.
+"""The token-level program FSM in pure Python: the reference implementation.
+
+The decoder runs the native twin (:class:`cad.grammar.ProgramMatcher`); tests hold the two
+equal token by token and mask by mask. Only canonical programs valid for *this* document get
+through.
 
 The automaton runs over bytes (tokens are byte strings and may split UTF-8 characters); its
 states and transitions are in :mod:`cad.grammar.program_states`, the per-tokenizer tables in
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from cad.grammar.bitmask import fill_from_allowed
-from cad.grammar.program_index import ProgramTokenIndex
+from cad.grammar.program_index import ReferenceProgramIndex
 from cad.grammar.program_states import (
     AWAIT,
     COPY_LINES,
@@ -35,7 +39,7 @@ from cad.grammar.program_states import (
 )
 from cad.resolver import Gen, Op, unescape_gen_text
 
-__all__ = ["ProgramMatcher", "ProgramTokenIndex"]
+__all__ = ["ReferenceProgramIndex", "ReferenceProgramMatcher"]
 
 _MASK_CACHE_SIZE = 128
 
@@ -48,7 +52,7 @@ class _Snapshot:
     gen_start: int
 
 
-class ProgramMatcher:
+class ReferenceProgramMatcher:
     """The program FSM as a :class:`cad.grammar.Matcher` for one document.
 
     ``line_widths[k]`` is the number of characters of line k+1, terminator included (each at
@@ -56,7 +60,7 @@ class ProgramMatcher:
     """
 
     def __init__(
-        self, index: ProgramTokenIndex, line_widths: Sequence[int], *, subline: bool = False
+        self, index: ReferenceProgramIndex, line_widths: Sequence[int], *, subline: bool = False
     ) -> None:
         if any(width < 1 for width in line_widths):
             raise ValueError("every line has at least one character")

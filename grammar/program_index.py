@@ -1,4 +1,5 @@
-"""Everything the program FSM precomputes once per tokenizer.
+"""Everything the program FSM precomputes once per tokenizer, in pure Python: the reference
+for the native index (:class:`cad.grammar.ProgramTokenIndex`).
 
 A token's fate in most states does not depend on the document: a gen body takes any valid
 UTF-8 free of ``</gen>``, literals and op openers are fixed. Only bytes read inside a number
@@ -47,7 +48,7 @@ class DigitGroup(NamedTuple):
 
 
 @dataclass(eq=False)
-class ProgramTokenIndex:
+class ReferenceProgramIndex:
     """Per-tokenizer tables shared by every program matcher: token bytes, tokens by first byte,
     the gen-body masks, digit tokens by length and (filled on first use) the masks of every
     abstract state."""
@@ -65,7 +66,7 @@ class ProgramTokenIndex:
         return self.vocabulary.size
 
     @classmethod
-    def for_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None) -> ProgramTokenIndex:
+    def for_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None) -> ReferenceProgramIndex:
         """The index for ``tokenizer`` padded to ``vocab_size``; built once, then cached."""
         per_tokenizer = _INDEXES.setdefault(tokenizer, {})
         if vocab_size not in per_tokenizer:
@@ -73,7 +74,7 @@ class ProgramTokenIndex:
         return per_tokenizer[vocab_size]
 
     @classmethod
-    def build(cls, vocabulary: Vocabulary) -> ProgramTokenIndex:
+    def build(cls, vocabulary: Vocabulary) -> ReferenceProgramIndex:
         """Group tokens by first byte, collect digit tokens and compute the gen-body masks."""
         by_first: list[list[int]] = [[] for _ in range(256)]
         for token, data in enumerate(vocabulary.token_bytes):
@@ -215,6 +216,6 @@ def _utf8_state(data: bytes) -> int | None:
     return pending
 
 
-_INDEXES: weakref.WeakKeyDictionary[Any, dict[int | None, ProgramTokenIndex]] = (
+_INDEXES: weakref.WeakKeyDictionary[Any, dict[int | None, ReferenceProgramIndex]] = (
     weakref.WeakKeyDictionary()
 )

@@ -25,6 +25,13 @@ def heval_pairs(language: str) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_table_cache(tmp_path_factory):
+    """Tables cached per tokenizer (``cad.grammar.index_cache``) go to a folder of this test
+    session, never to the user's cache."""
+    os.environ["CAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("cad-cache"))
+
+
 @pytest.fixture(scope="session")
 def qwen2_tokenizer():
     """The real Qwen2 tokenizer (one token per digit)."""

@@ -1,7 +1,9 @@
 """``compile``: grammar text or JSON Schema plus a tokenizer -> a ``CompiledGrammar``.
 
-The engine is chosen automatically: the DPDA when the grammar is LR(1) (no conflicts,
-bounded automaton size), Earley otherwise."""
+The front end (EBNF or JSON Schema -> rules -> byte-level grammar, simplified) is Python; the
+engines are native. The engine is chosen automatically: the DPDA when the grammar is LR(1),
+Earley otherwise. ``backend="python"`` runs the pure-Python reference engines instead
+(:mod:`cad.grammar.cfg.reference`), for tests and comparisons."""
 
 from __future__ import annotations
 
@@ -11,19 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
-from cad.grammar.cfg.automaton import ByteAutomaton
-from cad.grammar.cfg.dpda import DpdaAutomaton
-from cad.grammar.cfg.earley import EarleyAutomaton
+from cad.grammar import _native
+from cad.grammar.bitmask import allocate_token_bitmask, fill_next_token_bitmasks, unpack_bitmask
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.grammar_ir import Grammar, lower
 from cad.grammar.cfg.json_schema import DEFAULT_MAX_WHITESPACE, SchemaOptions, translate_schema
 from cad.grammar.cfg.lr1 import NotLr1, build_lr1
 from cad.grammar.cfg.matcher import CfgMatcher
-from cad.grammar.cfg.token_masks import MaskComputer
+from cad.grammar.cfg.reference import ReferenceCfgMatcher, ReferenceGrammar
 from cad.grammar.cfg.token_table import TokenTable
 from cad.grammar.cfg.transforms import simplify
 from cad.grammar.vocab import Vocabulary
@@ -31,22 +31,27 @@ from cad.grammar.vocab import Vocabulary
 EngineName = Literal["earley", "dpda"]
 
 
-@dataclass
+@dataclass(eq=False)
 class CompiledGrammar:
-    """A grammar bound to a vocabulary, with its engine and shared caches.
+    """A grammar bound to a vocabulary, with its native engine and shared caches.
 
-    Every matcher made from it shares the interned configurations, the transition table
-    and the mask caches, so a second request with the same grammar starts warm."""
+    Every matcher made from it shares the per-state token-mask caches (filled on first use)
+    and, for Earley, the interned states, so a second request with the same grammar starts
+    warm. Matchers of one grammar may be filled from several threads at once."""
 
     grammar: Grammar
     engine: EngineName
-    automaton: ByteAutomaton
-    tokens: TokenTable
-    masks: MaskComputer
+    vocabulary: Vocabulary
+    native: _native.CompiledCfg
     compile_seconds: float
     lr_note: str = ""
     lr_states: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        """Width of every mask."""
+        return self.vocabulary.size
 
     def matcher(self) -> CfgMatcher:
         """A fresh matcher at the start of the language (implements ``cad.grammar.Matcher``)."""
@@ -54,8 +59,7 @@ class CompiledGrammar:
 
     def accepts(self, data: bytes) -> bool:
         """Whether ``data`` is a complete sentence of the grammar (token-free check)."""
-        config = self.masks.transitions.walk(self.automaton.initial(), data)
-        return config >= 0 and self.automaton.is_accepting(config)
+        return self.native.accepts(data)
 
 
 def compile(
@@ -65,48 +69,100 @@ def compile(
     format: Literal["ebnf", "json-schema"] = "ebnf",
     engine: Literal["auto", "earley", "dpda"] = "auto",
     vocab_size: int | None = None,
+    backend: Literal["native", "python"] = "native",
     compact: bool = False,
     max_whitespace: int = DEFAULT_MAX_WHITESPACE,
     ignore_unsupported: bool = False,
-) -> CompiledGrammar:
+) -> CompiledGrammar | ReferenceGrammar:
     """Compile grammar text (``format="ebnf"``) or a JSON Schema (dict or JSON text,
     ``format="json-schema"``) for a Hugging Face tokenizer or a ``Vocabulary``.
 
     ``engine="auto"`` builds canonical LR(1) tables and uses the DPDA when there is no
     conflict, Earley otherwise; ``"dpda"`` raises GrammarError if the grammar is not LR(1).
-    JSON Schema only: at most ``max_whitespace`` white-space characters between two tokens
-    (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be enforced
-    (listed in ``details["ignored_keywords"]``) instead of raising GrammarError."""
+    ``backend="python"`` gives the pure-Python reference engines (same languages and masks,
+    much slower). JSON Schema only: at most ``max_whitespace`` white-space characters between
+    two tokens (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be
+    enforced (listed in ``details["ignored_keywords"]``) instead of raising GrammarError."""
     started = time.perf_counter()
     details: dict[str, Any] = {}
+    options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
+    grammar = _front_end(source, format, options, details)
+    vocabulary = (
+        tokenizer
+        if isinstance(tokenizer, Vocabulary)
+        else Vocabulary.for_tokenizer(tokenizer, vocab_size)
+    )
+    compiled = compile_grammar(grammar, vocabulary, engine=engine, backend=backend)
+    compiled.compile_seconds = time.perf_counter() - started
+    compiled.details = details
+    return compiled
+
+
+def compile_grammar(
+    grammar: Grammar,
+    vocabulary: Vocabulary,
+    *,
+    engine: Literal["auto", "earley", "dpda"] = "auto",
+    backend: Literal["native", "python"] = "native",
+) -> CompiledGrammar | ReferenceGrammar:
+    """Bind an already lowered and simplified grammar to ``vocabulary`` (what :func:`compile`
+    does after its front end)."""
+    started = time.perf_counter()
+    if backend == "python":
+        compiled = _reference(grammar, vocabulary, engine)
+        compiled.compile_seconds = time.perf_counter() - started
+        return compiled
+    if backend != "native":
+        raise GrammarError(f"unknown backend {backend!r}")
+    try:
+        native, note, states = _native.compile_cfg(
+            grammar.names,
+            [lhs for lhs, _ in grammar.productions],
+            [list(rhs) for _, rhs in grammar.productions],
+            [mask.to_bytes(32, "little") for mask in grammar.terminals],
+            grammar.start,
+            vocabulary.native_trie,
+            engine,
+        )
+    except _native.NotLr1 as error:
+        raise GrammarError(f"grammar is not LR(1): {error}") from error
+    return CompiledGrammar(
+        grammar=grammar,
+        engine=native.engine,
+        vocabulary=vocabulary,
+        native=native,
+        compile_seconds=time.perf_counter() - started,
+        lr_note=note,
+        lr_states=states,
+    )
+
+
+def _front_end(
+    source: str | dict[str, Any], format: str, options: SchemaOptions, details: dict[str, Any]
+) -> Grammar:
     if format == "ebnf":
         if not isinstance(source, str):
             raise GrammarError("an EBNF grammar must be text")
         rules = parse_ebnf(source)
     elif format == "json-schema":
         schema = json.loads(source) if isinstance(source, str) else source
-        options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
         translated = translate_schema(schema, options)
         rules = translated.rules
         details["ignored_keywords"] = translated.ignored
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
     try:
-        grammar = simplify(lower(rules))
+        return simplify(lower(rules))
     except GrammarError as error:
         if format == "json-schema" and "derives no string" in str(error):
             raise GrammarError("the JSON Schema accepts no value") from None
         raise
-    vocabulary = (
-        tokenizer
-        if isinstance(tokenizer, Vocabulary)
-        else Vocabulary.from_tokenizer(tokenizer, vocab_size)
-    )
+
+
+def _reference(grammar: Grammar, vocabulary: Vocabulary, engine: str) -> ReferenceGrammar:
     tokens = TokenTable.for_vocabulary(vocabulary)
-    automaton: ByteAutomaton
-    chosen: EngineName = "earley"
     note = ""
-    states = 0
+    tables = None
     if engine in ("auto", "dpda"):
         try:
             tables = build_lr1(grammar)
@@ -114,48 +170,23 @@ def compile(
             if engine == "dpda":
                 raise GrammarError(f"grammar is not LR(1): {error}") from error
             note = str(error)
-        else:
-            chosen, states = "dpda", len(tables.actions)
-    automaton = DpdaAutomaton(tables) if chosen == "dpda" else EarleyAutomaton(grammar)
-    return CompiledGrammar(
-        grammar=grammar,
-        engine=chosen,
-        automaton=automaton,
-        tokens=tokens,
-        masks=MaskComputer(automaton, tokens),
-        compile_seconds=time.perf_counter() - started,
-        lr_note=note,
-        lr_states=states,
-        details=details,
-    )
+    return ReferenceGrammar.build(grammar, tokens, tables, note)
 
 
-def fill_masks(matchers: Sequence[CfgMatcher], out: torch.Tensor | None = None) -> torch.Tensor:
+def fill_masks(
+    matchers: Sequence[CfgMatcher | ReferenceCfgMatcher], out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Allowed-token masks of many matchers as one ``(B, vocab_size)`` bool tensor.
 
-    Matchers in the same configuration of the same compiled grammar share one mask
-    computation; cached masks are packed bitsets gathered into one ``(B, V/8)`` array and
-    unpacked with a single vectorised call, then copied into ``out`` at once. Per matcher,
-    only the lookup of its current configuration runs in Python."""
+    Native matchers fill one packed bitmask together (on several threads, without the GIL),
+    which is then unpacked once; a decoder should keep the bitmask instead
+    (:func:`cad.grammar.fill_next_token_bitmasks`)."""
     if not matchers:
         raise ValueError("fill_masks needs at least one matcher")
     vocab_size = matchers[0].vocab_size
-    unique: dict[tuple[int, int], int] = {}
-    packed_rows: list[np.ndarray] = []
-    order = np.empty(len(matchers), dtype=np.int64)
-    for position, matcher in enumerate(matchers):
-        key = (id(matcher.compiled), matcher.config)
-        slot = unique.get(key)
-        if slot is None:
-            slot = unique[key] = len(packed_rows)
-            if matcher.is_finished():
-                packed_rows.append(np.zeros((vocab_size + 7) // 8, dtype=np.uint8))
-            else:
-                packed_rows.append(matcher.compiled.masks.packed(matcher.config))
-        order[position] = slot
-    stacked = np.stack(packed_rows)[order]
-    bits = np.unpackbits(stacked, axis=1, count=vocab_size, bitorder="little").view(np.bool_)
-    result = torch.from_numpy(bits)
+    bitmask = allocate_token_bitmask(len(matchers), vocab_size)
+    fill_next_token_bitmasks(matchers, bitmask)
+    result = unpack_bitmask(bitmask, vocab_size)
     if out is None:
         return result
     out.copy_(result)

@@ -1,4 +1,5 @@
-"""Earley, the DPDA and lark agree on acceptance of sampled and mutated strings."""
+"""Earley, the DPDA (native and Python reference) and lark agree on acceptance of sampled and
+mutated strings."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import random
 
 import pytest
 
+from cad.grammar import Vocabulary
+from cad.grammar.cfg import GrammarError, compile_grammar
 from cad.grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
 from cad.grammar.cfg.dpda import DpdaAutomaton
 from cad.grammar.cfg.earley import EarleyAutomaton
@@ -39,16 +42,26 @@ TEXT_GRAMMARS = {
 }
 
 
+BYTES = Vocabulary(tuple(bytes([byte]) for byte in range(256)), None)
+"""A vocabulary of the 256 single bytes: the native engines need one, acceptance does not."""
+
+
 class Engines:
-    """Every engine for one grammar, each behind its own memoised transition table."""
+    """Every engine for one grammar: the Python ones behind their own memoised transition
+    tables, the native ones, and lark."""
 
     def __init__(self, grammar: Grammar) -> None:
         self.earley = TransitionTable(EarleyAutomaton(grammar))
         self.unpruned = TransitionTable(EarleyAutomaton(grammar, prune=False))
+        self.native_earley = compile_grammar(grammar, BYTES, engine="earley")
         try:
             self.dpda: TransitionTable | None = TransitionTable(DpdaAutomaton(build_lr1(grammar)))
         except NotLr1:
             self.dpda = None
+            with pytest.raises(GrammarError):
+                compile_grammar(grammar, BYTES, engine="dpda")
+        else:
+            self.native_dpda = compile_grammar(grammar, BYTES, engine="dpda")
         self.reference = LarkReference(grammar, lalr_safe=self.dpda is not None)
 
     @staticmethod
@@ -57,13 +70,17 @@ class Engines:
         return config >= 0 and table.automaton.is_accepting(config)
 
     def verdicts(self, data: bytes, with_unpruned: bool) -> dict[str, bool]:
-        result = {"earley": self._accepts(self.earley, data)}
+        result = {
+            "earley": self._accepts(self.earley, data),
+            "native_earley": self.native_earley.accepts(data),
+        }
         if self.reference.kind == "lalr" or len(data) <= LARK_EARLEY_MAX_BYTES:
             result["lark"] = self.reference.accepts(data)
         if self.dpda is None:
             with_unpruned = True
         else:
             result["dpda"] = self._accepts(self.dpda, data)
+            result["native_dpda"] = self.native_dpda.accepts(data)
         if with_unpruned:
             result["earley_unpruned"] = self._accepts(self.unpruned, data)
         return result

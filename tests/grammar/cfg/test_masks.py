@@ -29,40 +29,56 @@ CASES = {
 }
 
 
-def sampled_states(compiled, tokenizer, rng: random.Random, count: int):
-    """Matchers stopped at random token boundaries and at random mid-token byte offsets
-    of sampled sentences."""
-    text_grammar = compiled.grammar
-    states = []
-    while len(states) < count:
-        sentence = sample_sentence(text_grammar, rng, depth_budget=rng.randint(3, 7))
-        matcher = compiled.matcher()
+def sampled_prefixes(grammar, tokenizer, rng: random.Random, count: int):
+    """Inputs that stop at random token boundaries (a token list) or at random mid-token byte
+    offsets (a byte string) of sampled sentences."""
+    prefixes: list[list[int] | bytes] = []
+    while len(prefixes) < count:
+        sentence = sample_sentence(grammar, rng, depth_budget=rng.randint(3, 7))
         if rng.random() < 0.5:
             ids = tokenizer.encode(sentence.decode("utf-8"), add_special_tokens=False)
-            stop = rng.randint(0, len(ids))
-            for token_id in ids[:stop]:
-                assert matcher.accept_token(token_id)
+            prefixes.append(ids[: rng.randint(0, len(ids))])
         else:
-            assert matcher.accept_bytes(sentence[: rng.randint(0, len(sentence))])
-        states.append(matcher)
-    return states
+            prefixes.append(sentence[: rng.randint(0, len(sentence))])
+    return prefixes
+
+
+def advance(matcher, prefix: list[int] | bytes) -> None:
+    if isinstance(prefix, bytes):
+        assert matcher.accept_bytes(prefix)
+    else:
+        for token_id in prefix:
+            assert matcher.accept_token(token_id)
+
+
+def native_mask(matcher) -> np.ndarray:
+    bitmask = grammar.allocate_token_bitmask(1, matcher.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return grammar.unpack_bitmask(bitmask[0], matcher.vocab_size).numpy()
 
 
 def check_masks(name: str, engine: str, tokenizer, vocab, states: int, seed: int) -> None:
+    """The native mask, the reference mask and brute force (every token's bytes stepped
+    through the reference engine) are equal on sampled states."""
     source, kind = CASES[name]
     try:
-        compiled = compile(source, vocab, format=kind, engine=engine)
+        native = compile(source, vocab, format=kind, engine=engine)
+        reference = compile(source, vocab, format=kind, engine=engine, backend="python")
     except GrammarError:
         pytest.skip(f"{name} is not LR(1)")
-    for matcher in sampled_states(compiled, tokenizer, random.Random(seed), states):
+    assert native.engine == reference.engine == engine
+    for prefix in sampled_prefixes(native.grammar, tokenizer, random.Random(seed), states):
+        matchers = native.matcher(), reference.matcher()
+        for matcher in matchers:
+            advance(matcher, prefix)
         expected = brute_force_mask(
-            compiled.automaton, matcher.config, vocab.token_bytes, vocab.eos_token_id
+            reference.automaton, matchers[1].config, vocab.token_bytes, vocab.eos_token_id
         )
-        actual = matcher.allowed_tokens().numpy()
-        difference = np.flatnonzero(actual != expected)
-        assert difference.size == 0, [
-            (int(i), vocab.token_bytes[i], bool(actual[i])) for i in difference[:5]
-        ]
+        for actual in (native_mask(matchers[0]), matchers[1].allowed_tokens().numpy()):
+            difference = np.flatnonzero(actual != expected)
+            assert difference.size == 0, [
+                (int(i), vocab.token_bytes[i], bool(actual[i])) for i in difference[:5]
+            ]
 
 
 @pytest.mark.parametrize("engine", ["dpda", "earley"])

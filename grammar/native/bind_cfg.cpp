@@ -1,0 +1,99 @@
+// Bindings of the context-free engines: compile a lowered grammar, match over it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bind_rows.h"
+#include "cfg_matcher.h"
+#include "lr1.h"
+
+namespace py = pybind11;
+
+namespace cad {
+
+using cfg::CfgMatcher;
+using cfg::CompiledCfg;
+
+void bind_cfg(py::module_& m) {
+    py::register_exception<cfg::NotLr1>(m, "NotLr1", PyExc_ValueError);
+
+    py::class_<CompiledCfg, std::shared_ptr<CompiledCfg>>(
+        m, "CompiledCfg", "A byte-level grammar bound to a vocabulary, with its engine's caches.")
+        .def_property_readonly("engine", &CompiledCfg::engine)
+        .def(
+            "accepts",
+            [](CompiledCfg& compiled, py::bytes data) {
+                const std::string bytes = data;
+                py::gil_scoped_release release;
+                return compiled.accepts(bytes);
+            },
+            py::arg("data"));
+
+    m.def(
+        "compile_cfg",
+        [](std::vector<std::string> names, std::vector<int32_t> lhs,
+           std::vector<std::vector<int32_t>> rhs, const std::vector<py::bytes>& terminals,
+           int32_t start, std::shared_ptr<const TokenTrie> trie, const std::string& engine) {
+            cfg::Grammar grammar;
+            grammar.names = std::move(names);
+            grammar.lhs = std::move(lhs);
+            grammar.rhs = std::move(rhs);
+            grammar.start = start;
+            const int32_t nonterminals = static_cast<int32_t>(grammar.names.size());
+            if (grammar.lhs.size() != grammar.rhs.size() || start < 0 || start >= nonterminals) {
+                throw std::invalid_argument("malformed grammar");
+            }
+            for (const py::bytes& terminal : terminals) {
+                const std::string packed = terminal;
+                if (packed.size() != sizeof(cfg::ByteClass)) {
+                    throw std::invalid_argument("a terminal is a 32-byte class mask");
+                }
+                cfg::ByteClass bytes;
+                std::memcpy(bytes.data(), packed.data(), packed.size());
+                grammar.terminals.push_back(bytes);
+            }
+            const int32_t terminal_count = static_cast<int32_t>(grammar.terminals.size());
+            for (size_t p = 0; p < grammar.lhs.size(); ++p) {
+                if (grammar.lhs[p] < 0 || grammar.lhs[p] >= nonterminals) {
+                    throw std::invalid_argument("malformed grammar");
+                }
+                for (int32_t symbol : grammar.rhs[p]) {
+                    if (symbol >= nonterminals || (symbol < 0 && cfg::terminal_index(symbol) >= terminal_count)) {
+                        throw std::invalid_argument("malformed grammar");
+                    }
+                }
+            }
+            const cfg::EngineChoice choice = engine == "dpda"     ? cfg::EngineChoice::Dpda
+                                             : engine == "earley" ? cfg::EngineChoice::Earley
+                                                                  : cfg::EngineChoice::Auto;
+            cfg::CompileResult result;
+            {
+                py::gil_scoped_release release;
+                result = cfg::compile_cfg(grammar, std::move(trie), choice);
+            }
+            return py::make_tuple(result.compiled, result.lr_note, result.lr_states);
+        },
+        py::arg("names"), py::arg("lhs"), py::arg("rhs"), py::arg("terminals"), py::arg("start"),
+        py::arg("trie"), py::arg("engine"),
+        "Build the engine for a lowered grammar: (compiled, why not LR(1), LR states).");
+
+    py::class_<CfgMatcher, NativeMatcher>(m, "CfgMatcher", "A matcher over a compiled grammar.")
+        .def(py::init([](std::shared_ptr<CompiledCfg> compiled) { return compiled->matcher(); }),
+             py::arg("compiled"))
+        .def("accept_token", &CfgMatcher::accept_token, py::arg("token_id"))
+        .def(
+            "accept_bytes",
+            [](CfgMatcher& matcher, py::bytes data) { return matcher.accept_bytes(std::string(data)); },
+            py::arg("data"))
+        .def("rollback", &CfgMatcher::rollback, py::arg("k"))
+        .def("is_accepting", &CfgMatcher::is_accepting)
+        .def("is_finished", &CfgMatcher::is_finished)
+        .def_property_readonly("steps", &CfgMatcher::steps)
+        .def("forced_bytes", [](CfgMatcher& matcher) { return py::bytes(matcher.forced_bytes()); });
+}
+
+}  // namespace cad

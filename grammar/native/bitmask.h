@@ -1,0 +1,80 @@
+// Packed token bitmasks: one bit per token id in 32-bit words (bit j of word i is token
+// 32 * i + j), the layout of ``cad.grammar.bitmask``, XGrammar and llguidance.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace cad {
+
+inline uint32_t bitmask_words(int32_t vocab_size) {
+    return static_cast<uint32_t>(vocab_size + 31) / 32;
+}
+
+inline void set_token(uint32_t* row, int32_t token) {
+    row[static_cast<uint32_t>(token) >> 5] |= 1u << (static_cast<uint32_t>(token) & 31);
+}
+
+inline bool has_token(const uint32_t* row, int32_t token) {
+    return (row[static_cast<uint32_t>(token) >> 5] >> (static_cast<uint32_t>(token) & 31)) & 1u;
+}
+
+// Bits [begin, end) set in ``row``.
+inline void set_range(uint32_t* row, uint32_t begin, uint32_t end) {
+    while (begin < end && (begin & 31)) set_token(row, static_cast<int32_t>(begin++));
+    while (begin + 32 <= end) {
+        row[begin >> 5] = ~0u;
+        begin += 32;
+    }
+    while (begin < end) set_token(row, static_cast<int32_t>(begin++));
+}
+
+// A vocabulary-wide token set: a packed bitmask row of its own.
+struct TokenSet {
+    std::vector<uint32_t> words;
+
+    TokenSet() = default;
+    explicit TokenSet(int32_t vocab_size) : words(bitmask_words(vocab_size), 0u) {}
+
+    void add(int32_t token) { set_token(words.data(), token); }
+    bool contains(int32_t token) const { return has_token(words.data(), token); }
+    void write(uint32_t* row) const {
+        std::memcpy(row, words.data(), words.size() * sizeof(uint32_t));
+    }
+};
+
+// A token set that is a bitmask row when large and a list of ids when small (what is cheapest
+// to write into a row).
+struct TokenList {
+    std::vector<uint32_t> bits;  // empty when kept as ids
+    std::vector<int32_t> ids;
+
+    // Write the set into ``row`` (``words`` long); every other bit is cleared.
+    void write(uint32_t* row, size_t words) const {
+        if (!bits.empty()) {
+            std::memcpy(row, bits.data(), words * sizeof(uint32_t));
+            return;
+        }
+        std::memset(row, 0, words * sizeof(uint32_t));
+        for (int32_t token : ids) set_token(row, token);
+    }
+
+    // The set of the bits of ``row`` (``words`` long) holding ``count`` tokens.
+    static TokenList from_row(std::vector<uint32_t> row, size_t count) {
+        TokenList list;
+        if (count * 8 > row.size()) {
+            list.bits = std::move(row);
+            return list;
+        }
+        list.ids.reserve(count);
+        for (size_t word = 0; word < row.size(); ++word) {
+            for (uint32_t bits = row[word]; bits; bits &= bits - 1) {
+                list.ids.push_back(static_cast<int32_t>(word * 32 + __builtin_ctz(bits)));
+            }
+        }
+        return list;
+    }
+};
+
+}  // namespace cad

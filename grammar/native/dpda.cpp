@@ -1,0 +1,326 @@
+#include "dpda.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+
+#include "bitmask.h"
+#include "cfg_matcher.h"
+#include "mask_cache.h"
+
+namespace cad::cfg {
+
+int32_t InternedStack::push(int32_t state, int32_t parent) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
+                         static_cast<uint32_t>(parent);
+    auto [found, inserted] = ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
+    if (inserted) nodes_.push_back({state, parent});
+    return found->second;
+}
+
+namespace {
+
+constexpr int32_t kUnset = INT32_MIN;
+constexpr int32_t kFinished = -10;  // history entry after the end-of-sequence token
+
+class DpdaMatcher;
+
+// Adaptive context for the mask cache. The top LR state alone is often not enough to judge a
+// token (inside a string the top state is "a character was just shifted", and the next byte
+// reduces it and pops below). So the cache is a tree of stack suffixes, top state first: a
+// suffix whose local walk leaves more than kDeepenAbove tokens undecided is not cached itself
+// but split by the state below it, up to kMaxSuffix states; the stack bottom ends a suffix.
+constexpr size_t kDeepenAbove = 1024;
+constexpr int32_t kMaxSuffix = 32;
+
+struct SuffixNode {
+    std::unique_ptr<StateMask> mask;                    // the suffix's mask, or
+    std::unique_ptr<std::atomic<SuffixNode*>[]> below;  // one child per state below (+ bottom)
+};
+
+class DpdaGrammar final : public CompiledCfg {
+  public:
+    DpdaGrammar(LrTables tables, std::shared_ptr<const TokenTrie> trie)
+        : CompiledCfg(std::move(trie)), tables_(std::move(tables)), roots_(new_slots()) {
+        for (int32_t atom = 0; atom < tables_.atoms.end_atom; ++atom) atom_width_.push_back(0);
+        for (int byte = 0; byte < 256; ++byte) ++atom_width_[tables_.atoms.atom_of_byte[byte]];
+    }
+
+    const char* engine() const override { return "dpda"; }
+    std::unique_ptr<CfgMatcher> matcher() override;
+    bool accepts(const std::string& data) override;
+
+    const LrTables& tables() const { return tables_; }
+    int32_t atom_width(int32_t atom) const { return atom_width_[atom]; }
+
+    // The adaptive mask for the stack under ``top`` (``stack`` a matcher's stack), computed
+    // on first use (thread-safe: nodes are published complete and never change).
+    const StateMask& state_mask(const GrowingStack& stack, int32_t top) {
+        std::atomic<SuffixNode*>* slot = &roots_[stack.state(top)];
+        std::vector<int32_t> suffix{stack.state(top)};
+        int32_t node = top;
+        for (;;) {
+            SuffixNode* found = slot->load(std::memory_order_acquire);
+            if (found == nullptr) found = build(slot, suffix);
+            if (found->mask) return *found->mask;
+            node = stack.parent(node);
+            const int32_t below = node >= 0 ? stack.state(node) : kBottom;
+            suffix.push_back(below);
+            slot = &found->below[below >= 0 ? below : tables_.states];
+        }
+    }
+
+  private:
+    std::unique_ptr<std::atomic<SuffixNode*>[]> new_slots() const {
+        auto slots = std::make_unique<std::atomic<SuffixNode*>[]>(static_cast<size_t>(tables_.states) + 1);
+        for (int32_t state = 0; state <= tables_.states; ++state) slots[state] = nullptr;
+        return slots;
+    }
+
+    // Memoised local-view transitions over the interned stacks.
+    struct LocalStep {
+        DpdaGrammar& grammar;
+        int32_t operator()(int32_t config, uint8_t byte) {
+            const LrTables& tables = grammar.tables_;
+            const size_t atoms = static_cast<size_t>(tables.atoms.count());
+            const size_t slot = static_cast<size_t>(config) * atoms + tables.atoms.atom_of_byte[byte];
+            if (grammar.memo_.size() <= slot) grammar.memo_.resize((config + 1) * atoms, kUnset);
+            int32_t next = grammar.memo_[slot];
+            if (next == kUnset) {
+                next = lr_step(tables, grammar.local_, config, tables.atoms.atom_of_byte[byte],
+                               grammar.pending_);
+                grammar.memo_[slot] = next;
+            }
+            return next;
+        }
+    };
+
+    // Compute and publish the node of ``suffix`` (top state first; kBottom last if the stack
+    // ends there) into ``slot``.
+    SuffixNode* build(std::atomic<SuffixNode*>* slot, const std::vector<int32_t>& suffix) {
+        std::lock_guard<std::mutex> guard(lock_);
+        SuffixNode* found = slot->load(std::memory_order_relaxed);
+        if (found) return found;
+        const bool complete = suffix.back() == kBottom;
+        const size_t states = suffix.size() - (complete ? 1 : 0);
+        std::vector<int32_t> chain(states);  // interned nodes of the suffix, index = depth
+        int32_t parent = complete ? kBottom : kUnknownBelow;
+        for (size_t depth = states; depth-- > 0;) chain[depth] = parent = local_.push(suffix[depth], parent);
+        LocalStep step{*this};
+        auto node = std::make_unique<SuffixNode>();
+        const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
+        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0]);
+        if (may_deepen && count.dependent > kDeepenAbove) {
+            node->below = new_slots();  // hopeless without more context: do not even walk
+        } else {
+            StateMask mask = build_state_mask(*trie_, step, chain[0], count);
+            if (may_deepen && mask.undecided_tokens > kDeepenAbove) {
+                node->below = new_slots();
+            } else {
+                attach_contexts(mask, chain);
+                node->mask = std::make_unique<StateMask>(std::move(mask));
+            }
+        }
+        owned_.push_back(std::move(node));
+        slot->store(owned_.back().get(), std::memory_order_release);
+        return owned_.back().get();
+    }
+
+    // Undecided entries carry where their local configuration joins the suffix (a depth
+    // below the top) and the states it pushed above that point, bottom first: a fill rebuilds
+    // it over the real stack without the interned stacks, which other threads may be growing.
+    void attach_contexts(StateMask& mask, const std::vector<int32_t>& chain) {
+        std::unordered_map<int32_t, int32_t> offsets;
+        for (StateMask::Undecided& entry : mask.undecided) {
+            auto [found, inserted] =
+                offsets.emplace(entry.config, static_cast<int32_t>(mask.contexts.size()));
+            if (inserted) {
+                std::vector<int32_t> pushed;
+                int32_t node = entry.config;
+                auto joined = std::find(chain.begin(), chain.end(), node);
+                while (joined == chain.end()) {
+                    pushed.push_back(local_.state(node));
+                    node = local_.parent(node);
+                    joined = std::find(chain.begin(), chain.end(), node);
+                }
+                mask.contexts.push_back(static_cast<int32_t>(joined - chain.begin()));
+                mask.contexts.push_back(static_cast<int32_t>(pushed.size()));
+                mask.contexts.insert(mask.contexts.end(), pushed.rbegin(), pushed.rend());
+            }
+            entry.config = found->second;
+        }
+    }
+
+    LrTables tables_;
+    std::vector<int32_t> atom_width_;
+    std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
+    std::mutex lock_;
+    std::vector<std::unique_ptr<SuffixNode>> owned_;
+    InternedStack local_;
+    std::vector<int32_t> memo_;
+    std::vector<int32_t> pending_;
+};
+
+class DpdaMatcher final : public CfgMatcher {
+  public:
+    explicit DpdaMatcher(std::shared_ptr<DpdaGrammar> grammar) : grammar_(std::move(grammar)) {
+        const int32_t start = stack_.push(0, kBottom);
+        history_.push_back({start, stack_.size()});
+    }
+
+    int32_t vocab_size() const override { return grammar_->trie().vocab_size(); }
+
+    bool accept_token(int32_t token) override {
+        const int32_t top = history_.back().top;
+        if (top == kFinished || token < 0 || token >= vocab_size()) return false;
+        const TokenTable& table = grammar_->trie().table();
+        if (token == table.eos()) {
+            if (!accepting(top)) return false;
+            history_.push_back({kFinished, stack_.size()});
+            return true;
+        }
+        const std::string_view bytes = table.token(token);
+        return !bytes.empty() && advance(bytes.data(), bytes.size());
+    }
+
+    bool accept_bytes(const std::string& data) override {
+        return history_.back().top != kFinished && advance(data.data(), data.size());
+    }
+
+    void rollback(size_t steps) override {
+        if (steps >= history_.size()) {
+            throw std::invalid_argument("cannot roll back " + std::to_string(steps) + " of " +
+                                        std::to_string(history_.size() - 1) + " accepted tokens");
+        }
+        history_.resize(history_.size() - steps);
+        stack_.truncate(history_.back().stack_size);
+    }
+
+    bool is_accepting() override {
+        const int32_t top = history_.back().top;
+        return top == kFinished || accepting(top);
+    }
+    bool is_finished() const override { return history_.back().top == kFinished; }
+    size_t steps() const override { return history_.size() - 1; }
+
+    void fill_bitmask(uint32_t* row) override {
+        const size_t words = bitmask_words(vocab_size());
+        const int32_t top = history_.back().top;
+        if (top == kFinished) {
+            std::memset(row, 0, words * sizeof(uint32_t));
+            return;
+        }
+        const StateMask& mask = grammar_->state_mask(stack_, top);
+        mask.write(row, words);
+        if (!mask.undecided.empty()) resolve(mask, top, row);
+        const int32_t eos = grammar_->trie().table().eos();
+        if (eos >= 0 && accepting(top)) set_token(row, eos);
+    }
+
+    std::string forced_bytes() override {
+        std::string forced;
+        int32_t top = history_.back().top;
+        if (top == kFinished) return forced;
+        const size_t mark = stack_.size();
+        const LrTables& tables = grammar_->tables();
+        while (forced.size() < kMaxForcedBytes && !accepting(top)) {
+            int32_t only = -1;
+            int live = 0;
+            for (int32_t atom = 0; atom < tables.atoms.end_atom && live < 2; ++atom) {
+                if (lr_step(tables, stack_, top, atom, pending_, false) >= 0) {
+                    ++live;
+                    only = atom;
+                }
+            }
+            if (live != 1 || grammar_->atom_width(only) != 1) break;
+            top = lr_step(tables, stack_, top, only, pending_);
+            forced.push_back(static_cast<char>(tables.atoms.first_byte[only]));
+        }
+        stack_.truncate(mark);
+        return forced;
+    }
+
+  private:
+    struct Entry {
+        int32_t top;
+        size_t stack_size;
+    };
+
+    // Full-context transitions on this matcher's stack; scratch nodes are dropped on release.
+    struct FullStep {
+        DpdaMatcher& matcher;
+        int32_t operator()(int32_t config, uint8_t byte) {
+            const LrTables& tables = matcher.grammar_->tables();
+            return lr_step(tables, matcher.stack_, config, tables.atoms.atom_of_byte[byte],
+                           matcher.pending_);
+        }
+        size_t mark() const { return matcher.stack_.size(); }
+        void release(size_t mark) { matcher.stack_.truncate(mark); }
+    };
+
+    bool accepting(int32_t top) {
+        const LrTables& tables = grammar_->tables();
+        return lr_step(tables, stack_, top, tables.atoms.end_atom, pending_, false) == kAccepted;
+    }
+
+    bool advance(const char* data, size_t size) {
+        const size_t mark = stack_.size();
+        const LrTables& tables = grammar_->tables();
+        int32_t top = history_.back().top;
+        for (size_t i = 0; i < size; ++i) {
+            top = lr_step(tables, stack_, top, tables.atoms.atom_of_byte[static_cast<uint8_t>(data[i])],
+                          pending_);
+            if (top < 0) {
+                stack_.truncate(mark);
+                return false;
+            }
+        }
+        history_.push_back({top, stack_.size()});
+        return true;
+    }
+
+    // Judge the undecided subtrees of ``mask`` with the real stack under ``top``.
+    void resolve(const StateMask& mask, int32_t top, uint32_t* row) {
+        const size_t mark = stack_.size();
+        FullStep step{*this};
+        RowWalker<FullStep> walker(*mask.undecided_trie, step, row, frames_);
+        int32_t context = -1;
+        int32_t parent = top;
+        for (const StateMask::Undecided& entry : mask.undecided) {
+            if (entry.config != context) {
+                stack_.truncate(mark);
+                context = entry.config;
+                const int32_t* where = mask.contexts.data() + context;
+                parent = top;
+                for (int32_t depth = 0; depth < where[0]; ++depth) parent = stack_.parent(parent);
+                for (int32_t i = 0; i < where[1]; ++i) parent = stack_.push(where[2 + i], parent);
+            }
+            walker.resolve(entry.node, parent, mask.undecided_trie->byte(entry.node));
+        }
+        stack_.truncate(mark);
+    }
+
+    std::shared_ptr<DpdaGrammar> grammar_;
+    GrowingStack stack_;
+    std::vector<Entry> history_;
+    std::vector<int32_t> pending_;
+    WalkScratch frames_;
+};
+
+std::unique_ptr<CfgMatcher> DpdaGrammar::matcher() {
+    return std::make_unique<DpdaMatcher>(std::static_pointer_cast<DpdaGrammar>(shared_from_this()));
+}
+
+bool DpdaGrammar::accepts(const std::string& data) {
+    DpdaMatcher matcher(std::static_pointer_cast<DpdaGrammar>(shared_from_this()));
+    return matcher.accept_bytes(data) && matcher.is_accepting();
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledCfg> make_dpda(LrTables tables, std::shared_ptr<const TokenTrie> trie) {
+    return std::make_shared<DpdaGrammar>(std::move(tables), std::move(trie));
+}
+
+}  // namespace cad::cfg

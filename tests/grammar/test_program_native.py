@@ -1,0 +1,185 @@
+"""The native program FSM against the pure-Python reference, and its on-disk index cache."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from cad.grammar import (
+    ProgramMatcher,
+    ProgramTokenIndex,
+    Vocabulary,
+    allocate_token_bitmask,
+    unpack_bitmask,
+)
+from cad.grammar.index_cache import cache_path
+from cad.grammar.program_fsm import ReferenceProgramMatcher
+from cad.grammar.program_index import ReferenceProgramIndex
+from cad.resolver import Document, format, oracle
+from tests.conftest import heval_pairs
+
+
+@pytest.fixture(scope="module", params=["qwen2_tokenizer", "llama3_tokenizer"])
+def tokenizer(request):
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def indexes(tokenizer) -> tuple[ProgramTokenIndex, ReferenceProgramIndex]:
+    native = ProgramTokenIndex.for_tokenizer(tokenizer)
+    return native, ReferenceProgramIndex.build(native.vocabulary)
+
+
+def pair(indexes, text: str, subline: bool) -> tuple[ProgramMatcher, ReferenceProgramMatcher]:
+    widths = [len(line) for line in Document(text).lines]
+    native, reference = indexes
+    return (
+        ProgramMatcher(native, widths, subline=subline),
+        ReferenceProgramMatcher(reference, widths, subline=subline),
+    )
+
+
+def native_mask(matcher: ProgramMatcher) -> torch.Tensor:
+    bitmask = allocate_token_bitmask(1, matcher.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return unpack_bitmask(bitmask[0], matcher.vocab_size)
+
+
+def assert_same(native: ProgramMatcher, reference: ReferenceProgramMatcher) -> torch.Tensor:
+    mask = native_mask(native)
+    expected = reference.allowed_tokens()
+    difference = (mask != expected).nonzero().flatten().tolist()
+    assert not difference, [(t, native.index.vocabulary.token_bytes[t]) for t in difference[:5]]
+    assert torch.equal(native.allowed_tokens(), mask)
+    assert native.forced_bytes() == reference.forced_bytes()
+    assert native.text == reference.text and native.ops == reference.ops
+    assert native.is_accepting() == reference.is_accepting()
+    if not native.is_accepting():
+        assert native.completion_bytes() == reference.completion_bytes()
+    return mask
+
+
+DOCUMENTS = {
+    "empty": "",
+    "short": "a = 1\nb = 2\r\nprint(a + b)\n",
+    "hundred": "".join(f"line {i} {'x' * (i % 13)}\n" for i in range(100)),
+    "wide": "".join(f"{'y' * (i * 7 % 120)}\n" for i in range(1234)),
+}
+
+
+def sample_and_compare(indexes, name: str, runs: int, steps: int) -> None:
+    """Random walks under the mask (short tokens preferred, so numbers and literals are cut
+    everywhere), with rollbacks: every mask, forced literal, completion and op list equal."""
+    rng = random.Random(len(name) + runs)
+    vocabulary = indexes[0].vocabulary
+    short = np.array([0 < len(data or b"") <= 2 for data in vocabulary.token_bytes])
+    for run in range(runs):
+        native, reference = pair(indexes, DOCUMENTS[name], subline=run % 2 == 1)
+        for _ in range(steps):
+            mask = assert_same(native, reference).numpy()
+            if native.is_accepting():
+                break
+            pool = np.flatnonzero(mask & short) if rng.random() < 0.7 else np.array([])
+            choices = pool if pool.size else np.flatnonzero(mask)
+            token = int(choices[rng.randrange(choices.size)])
+            assert native.accept_token(token) and reference.accept_token(token)
+            if rng.random() < 0.15:
+                steps = rng.randint(1, native.history_size)
+                native.rollback(steps)
+                reference.rollback(steps)
+        if not native.is_accepting():
+            assert native.accept_bytes(native.completion_bytes())
+            assert reference.accept_bytes(reference.completion_bytes())
+        assert_same(native, reference)
+
+
+@pytest.mark.parametrize("name", ["short", "wide"])
+def test_sampled_steps_equal_the_reference(indexes, name: str) -> None:
+    sample_and_compare(indexes, name, runs=2, steps=25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_sampled_steps_equal_the_reference_heavy(indexes, name: str) -> None:
+    sample_and_compare(indexes, name, runs=4, steps=40)
+
+
+def test_rejections_equal_the_reference(indexes) -> None:
+    native, reference = pair(indexes, DOCUMENTS["hundred"], subline=True)
+    vocabulary = indexes[0].vocabulary
+    rng = random.Random(3)
+    for prefix in (b"", b'<copy lines="1', b'<copy span="12:', b"<gen>a</ge", b"</program>"):
+        assert native.accept_bytes(prefix) == reference.accept_bytes(prefix) or not prefix
+        for token in rng.sample(range(vocabulary.size), 400):
+            accepted = native.accept_token(token)
+            assert accepted == reference.accept_token(token)
+            if accepted:
+                native.rollback(1)
+                reference.rollback(1)
+    with pytest.raises(ValueError):
+        native.rollback(native.history_size + 1)
+
+
+def test_oracle_programs_of_real_edits_equal_the_reference(tokenizer, indexes) -> None:
+    for before, after in heval_pairs("python")[:6]:
+        program = format(oracle(before, after, granularity="subline"))
+        native, reference = pair(indexes, before, subline=True)
+        for op_text in [op + "\n" for op in program.split("\n")[:-1]] + ["</program>"]:
+            for token in tokenizer.encode(op_text, add_special_tokens=False):
+                assert_same(native, reference)
+                assert native.accept_token(token) and reference.accept_token(token)
+        assert native.is_accepting()
+        eos = tokenizer.eos_token_id
+        assert native_mask(native).nonzero().flatten().tolist() == [eos]
+        assert native.accept_token(eos) and reference.accept_token(eos)
+
+
+def test_bitmask_rows_beyond_the_vocabulary_are_cleared(indexes) -> None:
+    native, _ = pair(indexes, DOCUMENTS["short"], subline=False)
+    bitmask = allocate_token_bitmask(3, native.vocab_size + 100)
+    native.fill_next_token_bitmask(bitmask, row=2)
+    unpacked = unpack_bitmask(bitmask[2], native.vocab_size + 100)
+    assert not unpacked[native.vocab_size :].any()
+    assert torch.equal(unpacked[: native.vocab_size], native.allowed_tokens())
+    assert bool(unpack_bitmask(bitmask[1], native.vocab_size).all())
+    with pytest.raises(TypeError):
+        native.fill_next_token_bitmask(bitmask.to(torch.int64))
+    with pytest.raises(IndexError):
+        native.fill_next_token_bitmask(bitmask, row=3)
+    with pytest.raises(ValueError):
+        native.fill_next_token_bitmask(allocate_token_bitmask(1, 64))
+
+
+def test_index_is_cached_on_disk_and_rebuilt_when_unusable(qwen2_tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAD_CACHE_DIR", str(tmp_path / "cache"))
+    vocabulary = Vocabulary.from_tokenizer(qwen2_tokenizer)
+    built = ProgramTokenIndex.for_vocabulary(vocabulary)
+    path = cache_path("program-index", vocabulary.fingerprint)
+    assert not built.loaded_from_cache and path.is_file()
+    loaded = ProgramTokenIndex.for_vocabulary(vocabulary)
+    assert loaded.loaded_from_cache
+    document = DOCUMENTS["hundred"]
+    widths = [len(line) for line in Document(document).lines]
+    for prefix in (b"", b'<copy lines="4', b"<gen>x"):
+        masks = []
+        for index in (built, loaded):
+            matcher = ProgramMatcher(index, widths)
+            assert matcher.accept_bytes(prefix) or not prefix
+            masks.append(native_mask(matcher))
+        assert torch.equal(*masks)
+
+    intact = path.read_bytes()
+    for damaged in (intact[: len(intact) // 2], intact[:100] + b"\x00" + intact[101:], b""):
+        path.write_bytes(damaged)
+        rebuilt = ProgramTokenIndex.for_vocabulary(vocabulary)
+        assert not rebuilt.loaded_from_cache and path.read_bytes() == intact
+
+    other = Vocabulary((*vocabulary.token_bytes[:-1], b"changed"), vocabulary.eos_token_id)
+    path.rename(cache_path("program-index", other.fingerprint))
+    assert not ProgramTokenIndex.for_vocabulary(other).loaded_from_cache
+
+    monkeypatch.setenv("CAD_CACHE_DIR", str(path))  # a file, not a folder: nothing is written
+    assert not ProgramTokenIndex.for_vocabulary(vocabulary).loaded_from_cache
