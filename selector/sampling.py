@@ -1,10 +1,22 @@
-"""Choosing the next token from masked logits: greedy, or temperature with nucleus (top-p)."""
+"""Choosing tokens from logits: greedy, or temperature with nucleus (top-p), under a
+grammar's packed bitmask or unconstrained, and the speculative rule for drafted tokens.
+
+Everything vocabulary-sized stays on the logits' device: masks arrive as packed bitmasks
+(``cad.grammar``), sampling is inverse-CDF sampling with uniforms drawn on the host from the
+decode's seeded CPU generator (so a seed gives the same tokens on every device and the device
+never waits for the host), and the only value read back per choice is the chosen token
+itself, or per draft chain the few numbers the acceptance rule needs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
 
 
 @dataclass(frozen=True)
@@ -16,20 +28,163 @@ class Sampling:
     seed: int = 0
 
 
-def choose_token(
-    logits: torch.Tensor, allowed: torch.Tensor, sampling: Sampling, generator: torch.Generator
+def new_generator(sampling: Sampling) -> torch.Generator:
+    """The decode's random source: a CPU generator seeded with ``sampling.seed``."""
+    return torch.Generator().manual_seed(sampling.seed)
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device`` without making the host wait (pinned, asynchronous)."""
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def distribution(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Rows of ``logits`` ``(..., vocab)`` as sampling distributions: softmax at the
+    temperature, restricted to the top-p nucleus and renormalised."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        ordered, order = torch.sort(probs, dim=-1, descending=True)
+        outside = torch.cumsum(ordered, dim=-1) - ordered >= top_p
+        outside[..., 0] = False
+        probs = torch.zeros_like(probs).scatter(-1, order, ordered.masked_fill(outside, 0.0))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` ``(k, vocab)`` (not necessarily normalised) for the
+    uniforms ``(k,)`` in [0, 1): the first token whose cumulative mass exceeds ``u`` times the
+    row's total. A row without mass gives its most likely token."""
+    cdf = torch.cumsum(probs, dim=-1)
+    total = cdf[:, -1:]
+    tokens = torch.searchsorted(cdf, uniforms[:, None].to(cdf.dtype) * total, right=True)
+    tokens = tokens[:, 0].clamp(max=probs.shape[-1] - 1)
+    return torch.where(total[:, 0] > 0, tokens, probs.argmax(dim=-1))
+
+
+def masked_greedy(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """The best allowed token (0-d tensor); masks ``logits`` in place."""
+    apply_token_bitmask_inplace(logits, bitmask)
+    return logits.argmax()
+
+
+def masked_sample(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    uniform: torch.Tensor,
+    temperature: float,
+    top_p: float,
+) -> torch.Tensor:
+    """A sampled allowed token (0-d tensor) for the uniform ``(1,)``; masks ``logits`` in place."""
+    apply_token_bitmask_inplace(logits, bitmask)
+    return inverse_cdf(distribution(logits, temperature, top_p)[None], uniform)[0]
+
+
+class TokenChooser:
+    """Picks each next token of one decode under a matcher's mask.
+
+    It owns the decode's bitmask (filled in place by the matcher every step, pinned on a
+    GPU so it crosses asynchronously) and its seeded generator; greedy and sampled choices
+    read back one integer. With ``compiled`` the masking and the choice run as one compiled
+    kernel (the static runtime's ``--compile``)."""
+
+    def __init__(
+        self, vocab_size: int, device: torch.device, sampling: Sampling, *, compiled: bool = False
+    ) -> None:
+        self.device = torch.device(device)
+        self.sampling = sampling
+        self.generator = new_generator(sampling)
+        bitmask = allocate_token_bitmask(1, vocab_size)
+        self.bitmask = bitmask.pin_memory() if self.device.type == "cuda" else bitmask
+        self._greedy = _kernel(masked_greedy) if compiled else masked_greedy
+        self._sample = _kernel(masked_sample) if compiled else masked_sample
+
+    @classmethod
+    def for_model(cls, loaded: Any, sampling: Sampling) -> TokenChooser:
+        """A chooser for ``loaded`` (a :class:`cad.selector.LoadedModel`), compiled when its
+        model has a compiled runtime installed."""
+        from cad.selector.runtime import installed
+
+        runtime = installed(loaded.model)
+        compiled = runtime is not None and runtime.compiled
+        return cls(loaded.vocab_size, loaded.device, sampling, compiled=compiled)
+
+    def fill(self, matcher: Matcher) -> None:
+        """Take the matcher's allowed set for the next token."""
+        matcher.fill_next_token_bitmask(self.bitmask, 0)
+
+    def set_allowed(self, token: int, allowed: bool) -> None:
+        """Allow or forbid one token on top of the matcher's set (end-of-sequence)."""
+        word, bit = divmod(token, 32)
+        value = int(self.bitmask[0, word]) & 0xFFFFFFFF
+        value = value | (1 << bit) if allowed else value & ~(1 << bit)
+        self.bitmask[0, word] = value - (1 << 32) if value >= 1 << 31 else value
+
+    def is_allowed(self, token: int) -> bool:
+        """Whether ``token`` is in the current set."""
+        word, bit = divmod(token, 32)
+        return bool((int(self.bitmask[0, word]) >> bit) & 1)
+
+    def any_allowed(self) -> bool:
+        """Whether the current set is non-empty (read on the host)."""
+        return bool(self.bitmask.any())
+
+    @torch.inference_mode()
+    def choose(self, logits: torch.Tensor, matcher: Matcher | None = None) -> int:
+        """The next token among the allowed ones (the matcher's, filled first when given);
+        never a masked-out id. ``logits`` are masked in place."""
+        if matcher is not None:
+            self.fill(matcher)
+        bitmask = to_device(self.bitmask[0], logits.device)
+        sampling = self.sampling
+        if sampling.temperature <= 0:
+            return int(self._greedy(logits, bitmask))
+        uniform = to_device(torch.rand(1, generator=self.generator), logits.device)
+        return int(self._sample(logits, bitmask, uniform, sampling.temperature, sampling.top_p))
+
+
+def speculative_pick(
+    drafted: list[int], drafted_probs: list[float], uniforms: list[float], residual: int
 ) -> int:
-    """The next token among ``allowed`` (a vocab-sized bool mask); never a masked-out id."""
-    width = min(logits.shape[-1], allowed.shape[-1])
-    scores = torch.full_like(logits, float("-inf"))
-    visible = allowed[:width].to(logits.device)
-    scores[:width] = torch.where(visible, logits[:width], scores[:width])
-    if sampling.temperature <= 0:
-        return int(torch.argmax(scores))
-    probs = torch.softmax(scores / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < sampling.top_p
-        keep[0] = True
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+    """The standard acceptance rule for deterministic drafts, given each drafted token's
+    probability: accept drafted token ``t`` with its probability renormalised over what the
+    drafts before it left (``p(t) / (1 - rejected)``), else move on; ``residual`` (sampled
+    from the distribution with every drafted token removed) when all are rejected. The result
+    is distributed exactly as the model's distribution."""
+    rejected = 0.0
+    for token, probability, uniform in zip(drafted, drafted_probs, uniforms, strict=True):
+        if uniform * (1.0 - rejected) < probability:
+            return token
+        rejected += probability
+    return residual
+
+
+def speculative_choices(
+    logits: torch.Tensor,
+    drafted: list[list[int]],
+    sampling: Sampling,
+    generator: torch.Generator,
+) -> list[int]:
+    """The speculative rule at ``k`` nodes at once: ``logits`` ``(k, vocab)``, ``drafted[i]``
+    the tokens drafted after node ``i``. One read from the device for all ``k``."""
+    count, width = len(drafted), max((len(d) for d in drafted), default=0)
+    probs = distribution(logits, sampling.temperature, sampling.top_p)
+    draws = torch.rand((count, width + 1), generator=generator)
+    index = torch.zeros((count, max(width, 1)), dtype=torch.long)
+    for row, tokens in enumerate(drafted):
+        index[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    index = to_device(index, probs.device)
+    offered = probs.gather(1, index)
+    residual = probs.scatter(1, index, 0.0) if width else probs
+    fallback = inverse_cdf(residual, to_device(draws[:, width], probs.device))
+    read = torch.cat([offered, fallback[:, None].to(offered.dtype)], dim=1).tolist()
+    return [
+        speculative_pick(tokens, row[: len(tokens)], draws[i, : len(tokens)].tolist(), int(row[-1]))
+        for i, (tokens, row) in enumerate(zip(drafted, read, strict=True))
+    ]
+
+
+def _kernel(function: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    return torch.compile(function, fullgraph=True, dynamic=False)

@@ -162,6 +162,14 @@ def cmd_edit(
     draft_budget: Annotated[
         int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
     ] = None,
+    compile: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="Static KV cache and compiled forwards (CUDA graphs on a GPU); the first "
+            "edit pays for compiling.",
+        ),
+    ] = False,
 ) -> None:
     """Edit FILE as --instr says: the model writes an edit program the resolver applies
     (program mode), or the complete updated file drafted from the document (rewrite mode)."""
@@ -201,6 +209,7 @@ def cmd_edit(
                 device=device,
                 dtype=dtype,
                 adapter=str(adapter) if adapter else None,
+                compile=compile,
             )
         sampling = Sampling(temperature=temperature, top_p=top_p, seed=seed)
         if grammar_source is not None:

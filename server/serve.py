@@ -48,6 +48,7 @@ class Settings:
     adapter: str | None = None
     maxNewTokens: int = 2048
     mode: str = "auto"
+    compile: bool = False
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
@@ -82,9 +83,9 @@ class Settings:
             )
         return int(value)
 
-    def model_key(self) -> tuple[str, str, str, str | None]:
+    def model_key(self) -> tuple[str, str, str, str | None, bool]:
         """What a loaded model depends on; a change means reloading."""
-        return (self.model, self.device, self.dtype, self.adapter)
+        return (self.model, self.device, self.dtype, self.adapter, self.compile is True)
 
 
 class CadProtocol(LanguageServerProtocol):
@@ -142,7 +143,7 @@ class CadServer:
     running: dict[str, threading.Event] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
     _loaded: Any = None
-    _loaded_key: tuple[str, str, str, str | None] | None = None
+    _loaded_key: tuple[str, str, str, str | None, bool] | None = None
 
     def status(self, state: str, message: str = "") -> None:
         """Tell the editor (status bar) what the server is doing; from the worker thread the
@@ -175,6 +176,7 @@ class CadServer:
                 device=self.settings.device,
                 dtype=self.settings.dtype,
                 adapter=self.settings.adapter,
+                compile=self.settings.compile is True,
             )
             self._loaded.warm_up()
             self._loaded_key = key

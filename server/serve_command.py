@@ -35,6 +35,13 @@ def cmd_serve(
         str | None, typer.Option(help="Default dtype: auto, float32, float16 or bfloat16.")
     ] = None,
     adapter: Annotated[str | None, typer.Option(help="Default adapter folder (cad train).")] = None,
+    compile: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile/--no-compile",
+            help="Default for static KV cache and compiled forwards; --preload compiles them.",
+        ),
+    ] = None,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
@@ -50,7 +57,13 @@ def cmd_serve(
     except OSError as exc:
         raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter}
+    defaults = {
+        "model": model,
+        "device": device,
+        "dtype": dtype,
+        "adapter": adapter,
+        "compile": compile,
+    }
     serve(tcp=address, preload=preload, defaults=defaults)
 
 

@@ -190,6 +190,9 @@ def cmd_eval(
     ar: Annotated[bool, typer.Option(help="Also time AR regeneration of each gold file.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rows: Annotated[bool, typer.Option(help="With --json: include per-edit rows.")] = False,
+    compile: Annotated[
+        bool, typer.Option("--compile", help="Static KV cache and compiled forwards.")
+    ] = False,
 ) -> None:
     """Score a span selector on an edit set, or oracle programs under span noise.
 
@@ -209,7 +212,19 @@ def cmd_eval(
         return
     if not model:
         fail("pass --model (and --adapter for a trained selector), or --perturb EPS")
-    _model_eval(edits, model, adapter, subline, max_new_tokens, device, dtype, ar, as_json, rows)
+    _model_eval(
+        edits,
+        model,
+        adapter,
+        subline,
+        max_new_tokens,
+        device,
+        dtype,
+        ar,
+        as_json,
+        rows,
+        compile=compile,
+    )
 
 
 def _perturbation(
@@ -256,6 +271,8 @@ def _model_eval(
     ar: bool,
     as_json: bool,
     rows: bool,
+    *,
+    compile: bool = False,
 ) -> None:
     from cad.selector import Cancelled, Decoder, ModelLoadError, load_model
     from cad.training.evaluate import evaluate
@@ -263,7 +280,11 @@ def _model_eval(
     try:
         with stderr.status(f"loading {model}"):
             loaded = load_model(
-                model, device=device, dtype=dtype, adapter=str(adapter) if adapter else None
+                model,
+                device=device,
+                dtype=dtype,
+                adapter=str(adapter) if adapter else None,
+                compile=compile,
             )
     except ModelLoadError as exc:
         fail(str(exc))
