@@ -123,7 +123,9 @@ def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> di
     bitmask.fill_(0x55555555)
     logits = torch.randn(vocab, generator=torch.Generator().manual_seed(1)).to(loaded.device)
     choosers = {
-        name: TokenChooser(vocab, loaded.device, Sampling(), compiled=name == "compiled")
+        name: TokenChooser(
+            vocab, loaded.device, Sampling(), backend="inductor" if name == "compiled" else None
+        )
         for name in names
         if name != "static"
     }

@@ -96,10 +96,10 @@ class _Chooser:
     """The model's choice after a node: the forced target, the argmax, or a speculative
     sample over the tokens drafted below it. ``None`` means the forced target is complete."""
 
-    def __init__(self, sampling: Sampling, target: list[int] | None) -> None:
+    def __init__(self, sampling: Sampling, target: list[int] | None, device: torch.device) -> None:
         self.sampling = sampling
         self.target = target
-        self.generator = new_generator(sampling)
+        self.generator = new_generator(sampling, device)
 
     def __call__(self, logits: NodeLogits, node: int, position: int) -> int | None:
         if self.target is not None:
@@ -172,7 +172,7 @@ def speculate(
     cache = kv.new_cache(model)
     root_logits = kv.prefill(model, cache, prompt_ids, device)
     stats.prefill_s = time.perf_counter() - start
-    choose = _Chooser(sampling, target_ids)
+    choose = _Chooser(sampling, target_ids, device)
     drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
     root = choose(NodeLogits.of_logits(root_logits), 0, 0)

@@ -17,14 +17,13 @@ asynchronous copy; nothing is read back.
 from __future__ import annotations
 
 import bisect
-import logging
 import threading
-import types
 import weakref
 from typing import Any
 
 import torch
 
+from cad.selector.compiling import Compiled
 from cad.selector.errors import ContextTooLongError
 from cad.selector.static_forward import (
     MAX_TREE,
@@ -35,7 +34,6 @@ from cad.selector.static_forward import (
     forward_last,
 )
 
-log = logging.getLogger(__name__)
 BUCKETS = (1, 8, 32, 128, MAX_TREE)
 """Token counts a forward is padded to."""
 MIN_CAPACITY = 256
@@ -85,6 +83,7 @@ class StaticCache:
         self.runtime = runtime
         self.length = 0
         self._slot: list[Any] = [0, [], []]
+        self._windows: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         weakref.finalize(self, runtime.release, self._slot)
 
     @property
@@ -105,6 +104,21 @@ class StaticCache:
     def get_seq_length(self) -> int:
         """Positions held (the name transformers' caches use)."""
         return self.length
+
+    def window(self, end: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Every layer's keys and values over the first slots up to the power of two that
+        holds ``end`` (views, made once per size): what a forward writing below ``end``
+        needs to see, so that attention does not read the empty rest of a large cache."""
+        size = min(self.capacity, max(MIN_CAPACITY, 1 << (end - 1).bit_length()))
+        if size == self.capacity:
+            return self.keys, self.values
+        if size not in self._windows:
+            views = tuple([t[:, :, :size] for t in tensors] for tensors in (self.keys, self.values))
+            if self.runtime.compiled:
+                for view in (*views[0], *views[1]):
+                    torch._dynamo.maybe_mark_dynamic(view, 2)
+            self._windows[size] = views
+        return self._windows[size]
 
 
 class StaticRuntime:
@@ -130,14 +144,17 @@ class StaticRuntime:
         context = int(getattr(config, "max_position_embeddings", None) or 32768)
         self.context_length = context
         self.max_capacity = 1 << (context + MAX_TREE - 1).bit_length()
-        self._free: dict[int, list[tuple[list[torch.Tensor], list[torch.Tensor]]]] = {}
+        self._free: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self._lock = threading.Lock()
         self._graphs = compile and self.device.type == "cuda"
-        self._forward = _Compiled(forward, self.device, backend) if compile else forward
+        self._windowed = self.device.type != "cuda"
+        self.backend = backend if compile else None
+        graphs = self._graphs
+        self._forward = Compiled(forward, backend, graphs=graphs) if compile else forward
         self._forward_last = (
-            _Compiled(forward_last, self.device, backend) if compile else forward_last
+            Compiled(forward_last, backend, graphs=graphs) if compile else forward_last
         )
-        self._compact = _Compiled(compact, self.device, backend) if compile else compact
+        self._compact = Compiled(compact, backend, graphs=graphs) if compile else compact
 
     def install(self) -> StaticRuntime:
         """Make this the runtime of its model again (after :func:`uninstall`)."""
@@ -155,18 +172,18 @@ class StaticRuntime:
 
     def release(self, slot: list[Any]) -> None:
         """Take back a cache's tensors for the next cache of the same capacity (reusing them
-        keeps CUDA graphs' static addresses valid)."""
+        keeps CUDA graphs' static addresses valid); one set is kept per capacity."""
         capacity, keys, values = slot
         if capacity:
             with self._lock:
-                self._free.setdefault(capacity, []).append((keys, values))
+                self._free.setdefault(capacity, (keys, values))
         slot[:] = [0, [], []]
 
     def _take(self, capacity: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         with self._lock:
-            free = self._free.get(capacity)
-            if free:
-                return free.pop()
+            free = self._free.pop(capacity, None)
+        if free is not None:
+            return free
         parts = self.parts
         shape = (1, parts.num_kv_heads, capacity, parts.head_dim)
         layers = len(parts.layers)
@@ -201,6 +218,7 @@ class StaticRuntime:
                 for new, before in zip((*keys, *values), (*old[1], *old[2]), strict=True):
                     new[:, :, : cache.length].copy_(before[:, :, : cache.length])
         cache._slot[:] = [capacity, keys, values]
+        cache._windows.clear()
         self.release(old)
 
     # -- forwards ----------------------------------------------------------------------------
@@ -215,6 +233,14 @@ class StaticRuntime:
     def _begin(self) -> None:
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
+
+    def _layers(
+        self, cache: StaticCache, end: int
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The cache tensors a forward writing below slot ``end`` runs on: on a CPU the
+        smallest window holding them; on a GPU the whole cache (one shape per bucket, so
+        one CUDA graph each, and reading the empty slots costs little there)."""
+        return cache.window(end) if self._windowed else (cache.keys, cache.values)
 
     def _owned(self, tensor: torch.Tensor) -> torch.Tensor:
         """A CUDA graph's output is overwritten by its next replay: keep a copy."""
@@ -234,11 +260,12 @@ class StaticRuntime:
             chunk, padded = token_ids[first : first + size], bucket(size)
             first += size
             packed = self._ints([*chunk, *[0] * (padded - size), cache.length, size - 1])
+            keys, values = self._layers(cache, cache.length + padded)
             self._begin()
             logits = self._forward_last(
                 self.parts,
-                cache.keys,
-                cache.values,
+                keys,
+                values,
                 packed[:padded][None],
                 packed[padded],
                 packed[padded + 1 :],
@@ -259,11 +286,12 @@ class StaticRuntime:
         self.reserve(cache, padded)
         pad = padded - size
         packed = self._ints([*tokens, *[0] * pad, *parents, *[-1] * pad, cache.length])
+        keys, values = self._layers(cache, cache.length + padded)
         self._begin()
         hidden = self._forward(
             self.parts,
-            cache.keys,
-            cache.values,
+            keys,
+            values,
             packed[:padded][None],
             packed[2 * padded],
             packed[padded : 2 * padded],
@@ -285,8 +313,9 @@ class StaticRuntime:
             padded = bucket(size)
             rest = range(past + size, past + padded)
             packed = self._ints([*(past + n for n in nodes), *rest, *range(past, past + padded)])
+            keys, values = self._layers(cache, past + max(padded, max(nodes) + 1))
             self._begin()
-            self._compact(cache.keys, cache.values, packed[:padded], packed[padded:])
+            self._compact(keys, values, packed[:padded], packed[padded:])
         cache.length = past + size
 
     @staticmethod
@@ -307,51 +336,6 @@ class StaticRuntime:
             self.keep(cache, past, list(range(0, size // 2 + 2, 2)))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-class _Compiled:
-    """``function`` compiled for ``device`` by ``backend``, with CUDA graphs on a GPU
-    (``reduce-overhead``).
-
-    torch.compile keeps compiled code per code object, so every runtime compiles its own copy
-    of the function: its graphs then only ever see the one model the runtime owns, and the
-    guards on that model's modules (costly on every call) can go. If compiling fails (an
-    operation dynamo cannot capture, no C++ compiler), the failure is logged and the eager
-    function runs from then on: decoding stays correct, only slower."""
-
-    def __init__(self, function: Any, device: torch.device, backend: str) -> None:
-        import torch._dynamo
-
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
-        own = types.FunctionType(
-            function.__code__.replace(),
-            function.__globals__,
-            function.__name__,
-            function.__defaults__,
-            function.__closure__,
-        )
-        options: dict[str, Any] = {
-            "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe
-        }
-        if device.type == "cuda" and backend == "inductor":
-            options["triton.cudagraphs"] = True
-        self.eager = function
-        self.compiled: Any = torch.compile(own, backend=backend, fullgraph=True, options=options)
-
-    def __call__(self, *args: Any) -> Any:
-        if self.compiled is not None:
-            try:
-                return self.compiled(*args)
-            except torch._dynamo.exc.TorchDynamoException as exc:
-                reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                log.warning(
-                    "compiling %s failed (%s: %s); decoding without compilation",
-                    self.eager.__name__,
-                    type(exc).__name__,
-                    reason,
-                )
-                self.compiled = None
-        return self.eager(*args)
 
 
 _RUNTIMES: weakref.WeakKeyDictionary[Any, StaticRuntime] = weakref.WeakKeyDictionary()

@@ -2,10 +2,13 @@
 grammar's packed bitmask or unconstrained, and the speculative rule for drafted tokens.
 
 Everything vocabulary-sized stays on the logits' device: masks arrive as packed bitmasks
-(``cad.grammar``), sampling is inverse-CDF sampling with uniforms drawn on the host from the
-decode's seeded CPU generator (so a seed gives the same tokens on every device and the device
-never waits for the host), and the only value read back per choice is the chosen token
-itself, or per draft chain the few numbers the acceptance rule needs.
+(``cad.grammar``), sampling is the exponential race (the token maximising ``p / E`` for
+independent exponential noise ``E``, distributed exactly as ``p``) with noise from the
+decode's seeded generator on that device, and the only value read back per choice is the
+chosen token itself, or per draft chain the few numbers the acceptance rule needs. The race
+is also what makes sampling reproducible across eager and compiled kernels: rounding
+differences of 1e-7 in ``p`` cannot move an argmax whose runner-up is typically far behind,
+while they do move the boundaries of a cumulative sum over a large vocabulary.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import torch
 
 from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
+from cad.selector.compiling import Compiled
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,15 @@ class Sampling:
     seed: int = 0
 
 
-def new_generator(sampling: Sampling) -> torch.Generator:
-    """The decode's random source: a CPU generator seeded with ``sampling.seed``."""
-    return torch.Generator().manual_seed(sampling.seed)
+def new_generator(sampling: Sampling, device: torch.device | str = "cpu") -> torch.Generator:
+    """The decode's random source on ``device``, seeded with ``sampling.seed``."""
+    return torch.Generator(device=device).manual_seed(sampling.seed)
+
+
+def exponential_noise(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Independent exponential draws (rate 1) on the generator's device, never zero."""
+    noise = torch.empty(shape, device=generator.device).exponential_(generator=generator)
+    return noise.clamp_min_(torch.finfo(noise.dtype).tiny)
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -53,15 +63,11 @@ def distribution(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return probs
 
 
-def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """One token per row of ``probs`` ``(k, vocab)`` (not necessarily normalised) for the
-    uniforms ``(k,)`` in [0, 1): the first token whose cumulative mass exceeds ``u`` times the
-    row's total. A row without mass gives its most likely token."""
-    cdf = torch.cumsum(probs, dim=-1)
-    total = cdf[:, -1:]
-    tokens = torch.searchsorted(cdf, uniforms[:, None].to(cdf.dtype) * total, right=True)
-    tokens = tokens[:, 0].clamp(max=probs.shape[-1] - 1)
-    return torch.where(total[:, 0] > 0, tokens, probs.argmax(dim=-1))
+def race(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` ``(..., vocab)`` (not necessarily normalised), drawn
+    with the exponential ``noise`` of the same shape: ``argmax(p / E)``, which picks token
+    ``t`` with probability ``p(t) / sum(p)`` and never a token without mass."""
+    return (probs / noise).argmax(dim=-1)
 
 
 def masked_greedy(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
@@ -73,13 +79,14 @@ def masked_greedy(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
 def masked_sample(
     logits: torch.Tensor,
     bitmask: torch.Tensor,
-    uniform: torch.Tensor,
+    noise: torch.Tensor,
     temperature: float,
     top_p: float,
 ) -> torch.Tensor:
-    """A sampled allowed token (0-d tensor) for the uniform ``(1,)``; masks ``logits`` in place."""
+    """A sampled allowed token (0-d tensor) for the exponential ``noise`` ``(vocab,)``;
+    masks ``logits`` in place."""
     apply_token_bitmask_inplace(logits, bitmask)
-    return inverse_cdf(distribution(logits, temperature, top_p)[None], uniform)[0]
+    return race(distribution(logits, temperature, top_p), noise)
 
 
 class TokenChooser:
@@ -87,29 +94,34 @@ class TokenChooser:
 
     It owns the decode's bitmask (filled in place by the matcher every step, pinned on a
     GPU so it crosses asynchronously) and its seeded generator; greedy and sampled choices
-    read back one integer. With ``compiled`` the masking and the choice run as one compiled
-    kernel (the static runtime's ``--compile``)."""
+    read back one integer. With a compiler ``backend`` the masking and the choice run as one
+    compiled kernel (the static runtime's ``--compile``)."""
 
     def __init__(
-        self, vocab_size: int, device: torch.device, sampling: Sampling, *, compiled: bool = False
+        self,
+        vocab_size: int,
+        device: torch.device,
+        sampling: Sampling,
+        *,
+        backend: str | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.sampling = sampling
-        self.generator = new_generator(sampling)
+        self.generator = new_generator(sampling, self.device)
         bitmask = allocate_token_bitmask(1, vocab_size)
         self.bitmask = bitmask.pin_memory() if self.device.type == "cuda" else bitmask
-        self._greedy = _kernel(masked_greedy) if compiled else masked_greedy
-        self._sample = _kernel(masked_sample) if compiled else masked_sample
+        self._greedy = masked_greedy if backend is None else _kernel(masked_greedy, backend)
+        self._sample = masked_sample if backend is None else _kernel(masked_sample, backend)
 
     @classmethod
     def for_model(cls, loaded: Any, sampling: Sampling) -> TokenChooser:
-        """A chooser for ``loaded`` (a :class:`cad.selector.LoadedModel`), compiled when its
-        model has a compiled runtime installed."""
+        """A chooser for ``loaded`` (a :class:`cad.selector.LoadedModel`), compiled like its
+        model's runtime when one is installed."""
         from cad.selector.runtime import installed
 
         runtime = installed(loaded.model)
-        compiled = runtime is not None and runtime.compiled
-        return cls(loaded.vocab_size, loaded.device, sampling, compiled=compiled)
+        backend = None if runtime is None else runtime.backend
+        return cls(loaded.vocab_size, loaded.device, sampling, backend=backend)
 
     def fill(self, matcher: Matcher) -> None:
         """Take the matcher's allowed set for the next token."""
@@ -141,8 +153,8 @@ class TokenChooser:
         sampling = self.sampling
         if sampling.temperature <= 0:
             return int(self._greedy(logits, bitmask))
-        uniform = to_device(torch.rand(1, generator=self.generator), logits.device)
-        return int(self._sample(logits, bitmask, uniform, sampling.temperature, sampling.top_p))
+        noise = exponential_noise(tuple(logits.shape), self.generator)
+        return int(self._sample(logits, bitmask, noise, sampling.temperature, sampling.top_p))
 
 
 def speculative_pick(
@@ -168,23 +180,40 @@ def speculative_choices(
     generator: torch.Generator,
 ) -> list[int]:
     """The speculative rule at ``k`` nodes at once: ``logits`` ``(k, vocab)``, ``drafted[i]``
-    the tokens drafted after node ``i``. One read from the device for all ``k``."""
+    the tokens drafted after node ``i``; the random draws come from ``generator`` (on the
+    logits' device). One read from the device for all ``k``."""
     count, width = len(drafted), max((len(d) for d in drafted), default=0)
     probs = distribution(logits, sampling.temperature, sampling.top_p)
-    draws = torch.rand((count, width + 1), generator=generator)
+    uniforms = torch.rand((count, max(width, 1)), generator=generator, device=generator.device)
     index = torch.zeros((count, max(width, 1)), dtype=torch.long)
     for row, tokens in enumerate(drafted):
         index[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
     index = to_device(index, probs.device)
     offered = probs.gather(1, index)
     residual = probs.scatter(1, index, 0.0) if width else probs
-    fallback = inverse_cdf(residual, to_device(draws[:, width], probs.device))
-    read = torch.cat([offered, fallback[:, None].to(offered.dtype)], dim=1).tolist()
+    leftover = residual.sum(dim=-1) > 0
+    fallback = torch.where(
+        leftover, race(residual, exponential_noise(tuple(probs.shape), generator)), probs.argmax(-1)
+    )
+    read = torch.cat([offered, uniforms.to(offered.dtype), fallback[:, None].to(offered.dtype)], 1)
+    rows = read.tolist()
     return [
-        speculative_pick(tokens, row[: len(tokens)], draws[i, : len(tokens)].tolist(), int(row[-1]))
-        for i, (tokens, row) in enumerate(zip(drafted, read, strict=True))
+        speculative_pick(
+            tokens,
+            row[: len(tokens)],
+            row[index.shape[1] : index.shape[1] + len(tokens)],
+            int(row[-1]),
+        )
+        for tokens, row in zip(drafted, rows, strict=True)
     ]
 
 
-def _kernel(function: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    return torch.compile(function, fullgraph=True, dynamic=False)
+_KERNELS: dict[tuple[Callable[..., torch.Tensor], str], Compiled] = {}
+
+
+def _kernel(function: Callable[..., torch.Tensor], backend: str) -> Compiled:
+    """``function`` compiled once per backend for every chooser (fixed shapes)."""
+    key = (function, backend)
+    if key not in _KERNELS:
+        _KERNELS[key] = Compiled(function, backend, dynamic=False)
+    return _KERNELS[key]

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 import torch
 
+from cad.grammar import allocate_token_bitmask
 from cad.grammar import compile as compile_grammar
+from cad.grammar.bitmask import fill_from_allowed
 from cad.resolver import format, oracle
 from cad.selector import Decoder, Sampling, generate_constrained, kv, prompt_lookup, regenerate
 from cad.selector.draft_config import DraftConfig
@@ -31,6 +33,7 @@ from cad.selector.drafting import Candidate
 from cad.selector.loading import LoadedModel
 from cad.selector.rewrite import speculate
 from cad.selector.runtime import BUCKETS, StaticCache, StaticRuntime, install, uninstall
+from cad.selector.sampling import TokenChooser, _kernel, masked_greedy
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 INSTRUCTION = "Fix the bug."
@@ -96,7 +99,7 @@ def _assert_same_cache(static: StaticCache, dynamic: Any) -> None:
     ("name", "sizes"),
     [
         # sizes on and around every bucket, then more than the largest, which grows the cache
-        ("qwen", (100, 1, 3, 8, 9, 33, 1, 128, 130, 1, 600, 2)),
+        ("qwen", (100, 1, 3, 8, 9, 33, 1, 128, 130, 1, 520, 2)),
         ("llama", (40, 1, 9, 300)),
     ],
 )
@@ -169,16 +172,18 @@ def test_static_tree_verification_equals_branch_by_branch_eager(qwen, budget: in
             assert logits.argmax(node) == int(expected[row].argmax())
 
 
-@pytest.mark.parametrize("which", ["first", "last", "root"])
-def test_kept_path_leaves_exactly_the_cache_of_the_path(qwen, which: str) -> None:
+@pytest.mark.parametrize(
+    ("which", "past"), [("first", 50), ("last", 50), ("root", 50), ("last", 240)]
+)
+def test_kept_path_leaves_exactly_the_cache_of_the_path(qwen, which: str, past: int) -> None:
     model, device = qwen.model, qwen.device
     runtime = StaticRuntime(model, device, compile=False)
-    prefix = _tokens(7, 50)
+    prefix = _tokens(7, past + 1)
     graph = _tree(prefix[-1], 7, 30)
     branch = {"first": _branches(graph)[0], "last": _branches(graph)[-1], "root": [0]}[which]
     cache = runtime.new_cache()
     kv.prefill(model, cache, prefix[:-1], device)
-    past = kv.cache_length(cache)
+    assert kv.cache_length(cache) == past
     verify_graph(model, cache, graph, device)
     keep_path(model, cache, past, graph, branch, device)
     after = kv.append(model, cache, [77], device)
@@ -203,8 +208,9 @@ def test_caches_are_reused_and_shapes_stay_in_the_buckets(qwen) -> None:
     cache = runtime.new_cache()
     runtime.append(cache, _tokens(1, 300))
     first = cache.keys[0].data_ptr()
-    for size in range(1, 40):
+    for size in range(1, 40, 3):
         runtime.append(cache, _tokens(size, size))
+    runtime.append(cache, _tokens(0, 600))
     assert {size for size, _ in shapes} <= set(BUCKETS)
     del cache
     again = runtime.new_cache()
@@ -341,28 +347,31 @@ def test_a_forward_that_cannot_compile_runs_eagerly(qwen, caplog) -> None:
 
 
 @pytest.mark.slow
-def test_inductor_compiled_steps_trees_and_kept_paths_match_eager(qwen) -> None:
-    """The real thing, on the three graphs a rewrite needs after its prefill (the one-token
-    step, a tree, a kept path): inductor's kernels give eager's logits and choices."""
+def test_inductor_compiled_step_and_token_choice_match_eager(qwen) -> None:
+    """The real thing, on the graphs every decoding step runs (the one-token forward, the
+    masked greedy choice): inductor's kernels give eager's logits and tokens. Trees, kept
+    paths and wider appends go through the same capture, checked above with ``aot_eager``."""
     model, device = qwen.model, qwen.device
     runtime = _compiled_runtime(qwen, "inductor")
-    prefix = _tokens(21, 4)
-    graph = _tree(prefix[-1], 21, 20)
-    branch = _branches(graph)[-1]
+    allowed = torch.zeros(qwen.vocab_size, dtype=torch.bool)
+    allowed[torch.randperm(qwen.vocab_size, generator=torch.Generator().manual_seed(0))[:5000]] = 1
+    bitmask = allocate_token_bitmask(1, qwen.vocab_size)
+    fill_from_allowed(bitmask, 0, allowed)
     results = []
-    for chosen in (None, runtime):
+    for chosen, backend in ((None, None), (runtime, "inductor")):
+        chooser = TokenChooser(qwen.vocab_size, device, Sampling(), backend=backend)
         with running(chosen, qwen):
             cache = kv.new_cache(model)
-            logits = [kv.decode_one(model, cache, token, device) for token in prefix[:-1]]
-            past = kv.cache_length(cache)
-            nodes = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
-            choices = [nodes.argmax(n) for n in branch]
-            keep_path(model, cache, past, graph, branch, device)
-            for token in _tokens(22, 3):
+            logits, tokens = [], []
+            for token in _tokens(21, 6):
                 logits.append(kv.decode_one(model, cache, token, device))
-            results.append((torch.stack(logits), choices))
-    (eager, eager_choices), (compiled, compiled_choices) = results
+                chooser.bitmask.copy_(bitmask)
+                tokens.append(chooser.choose(logits[-1].clone()))
+        results.append((torch.stack(logits), tokens))
+    (eager, eager_tokens), (compiled, compiled_tokens) = results
     torch.testing.assert_close(compiled, eager, atol=1e-4, rtol=1e-4)
     assert compiled.argmax(dim=-1).tolist() == eager.argmax(dim=-1).tolist()
-    assert compiled_choices == eager_choices
-    assert _still_compiled(runtime)
+    assert compiled_tokens == eager_tokens
+    assert all(allowed[t] for t in compiled_tokens)
+    assert runtime._forward_last.compiled is not None
+    assert _kernel(masked_greedy, "inductor").compiled is not None

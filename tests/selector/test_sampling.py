@@ -12,7 +12,8 @@ from cad.selector.sampling import (
     Sampling,
     TokenChooser,
     distribution,
-    inverse_cdf,
+    exponential_noise,
+    race,
     speculative_choices,
 )
 
@@ -30,13 +31,14 @@ def test_speculative_choices_keep_the_distribution(drafted: list[int]) -> None:
     torch.testing.assert_close(counts / draws, PROBS, atol=0.025, rtol=0)
 
 
-def test_inverse_cdf_never_picks_a_token_without_mass() -> None:
-    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
-    uniforms = torch.tensor([0.0, 0.999])
-    for u in torch.linspace(0, 0.99999, 50):
-        token = int(inverse_cdf(probs[:1], u[None])[0])
-        assert token in (1, 3)
-    assert inverse_cdf(probs, uniforms).tolist()[1] == 0
+def test_the_exponential_race_samples_the_distribution_and_never_a_token_without_mass() -> None:
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.tensor([0.0, 0.3, 0.0, 0.1, 0.6]) * 7
+    draws = 20000
+    picks = race(probs.expand(draws, 5), exponential_noise((draws, 5), generator))
+    counts = torch.bincount(picks, minlength=5) / draws
+    torch.testing.assert_close(counts, probs / probs.sum(), atol=0.015, rtol=0)
+    assert counts[0] == counts[2] == 0
 
 
 def test_nucleus_keeps_the_smallest_set_reaching_top_p() -> None:
