@@ -4,7 +4,7 @@ Padded static forwards give the logits and the cache of the dynamic cache; a dra
 verified in one forward gives each branch's logits; kept paths, truncations and growth leave
 exactly the cache of the kept tokens. Then every decoding mode (program, forced program,
 rewrite greedy and sampled, the baselines, grammar-constrained generation) produces the same
-tokens, programs and forward counts eagerly, through the static runtime, and compiled.
+tokens, programs and forward counts eagerly and compiled.
 
 Compiling with inductor (C++ through g++ on a CPU) costs tens of seconds per graph, so the
 broad compiled checks use ``aot_eager`` (dynamo capture and functionalisation, the part that
@@ -99,8 +99,8 @@ def _assert_same_cache(static: StaticCache, dynamic: Any) -> None:
     ("name", "sizes"),
     [
         # sizes on and around every bucket, then more than the largest, which grows the cache
-        ("qwen", (100, 1, 3, 8, 9, 33, 1, 128, 130, 1, 520, 2)),
-        ("llama", (40, 1, 9, 300)),
+        ("qwen", (60, 1, 3, 9, 33, 130, 520, 2)),
+        ("llama", (40, 1, 9)),
     ],
 )
 def test_padded_static_appends_equal_the_dynamic_cache(
@@ -120,8 +120,8 @@ def test_padded_static_appends_equal_the_dynamic_cache(
         capacities.append(static.capacity)
     assert capacities[0] < capacities[-1]
     _assert_same_cache(static, dynamic)
-    kv.truncate(static, 90)
-    kv.truncate(dynamic, 90)
+    kv.truncate(static, 45)
+    kv.truncate(dynamic, 45)
     tokens = _tokens(99, 20)
     torch.testing.assert_close(
         kv.verify(model, static, tokens, device),
@@ -152,7 +152,7 @@ def _branches(graph: Any) -> list[list[int]]:
     return [graph.path(leaves[i]) for i in picked]
 
 
-@pytest.mark.parametrize("budget", [6, 30, 100])
+@pytest.mark.parametrize("budget", [6, 100])
 def test_static_tree_verification_equals_branch_by_branch_eager(qwen, budget: int) -> None:
     model, device = qwen.model, qwen.device
     runtime = StaticRuntime(model, device, compile=False)
@@ -287,13 +287,6 @@ def eager_outcomes(qwen) -> dict[str, list[Any]]:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_static_runtime_decodes_exactly_as_eager(qwen, eager_outcomes, mode: str) -> None:
-    runtime = StaticRuntime(qwen.model, qwen.device, compile=False)
-    with running(runtime, qwen):
-        assert MODES[mode](qwen) == eager_outcomes[mode]
-
-
-@pytest.mark.parametrize("mode", list(MODES))
 def test_compiled_runtime_decodes_exactly_as_eager(qwen, eager_outcomes, mode: str) -> None:
     runtime = _compiled_runtime(qwen, "aot_eager")
     with running(runtime, qwen):
@@ -315,7 +308,7 @@ def _compiled_runtime(loaded: LoadedModel, backend: str) -> StaticRuntime:
 
 def test_two_models_never_share_compiled_graphs(qwen, llama) -> None:
     for loaded in (qwen, llama):
-        prompt = _tokens(11, 40)
+        prompt = _tokens(11, 8)
         eager = kv.new_cache(loaded.model)
         expected = kv.prefill(loaded.model, eager, prompt, loaded.device)
         with running(_compiled_runtime(loaded, "aot_eager"), loaded):
