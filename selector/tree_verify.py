@@ -1,12 +1,12 @@
 """One forward over a whole draft graph, and keeping only the accepted path in the KV cache.
 
 ``verify_graph`` feeds every node of the graph after the cached prefix, each node seeing the
-prefix and its own ancestors at position ``cache_length + depth``. It runs the decoder body
-only and returns the last hidden states: the vocabulary projection is done on demand
-(``NodeLogits``), because verification reads the logits of the accepted path only, not one
-row per node. With transformers' dynamic cache the 4-D mask and the positions come from the
-graph; with a static cache (``cad.selector.runtime``) they are built on the device from the
-parent indices alone.
+prefix and its own ancestors at position ``cache_length + depth``; the mask and the positions
+are built on the device from the parent indices alone (``static_forward.tree_layout``), for
+transformers' dynamic cache as a 4-D mask, for a static cache (``cad.selector.runtime``)
+inside the compiled forward. It runs the decoder body only and returns the last hidden
+states: the vocabulary projection is done on demand (``NodeLogits``), because verification
+reads the logits of the accepted path only, not one row per node.
 
 ``keep_path`` then moves the accepted nodes' keys and values so the cache is exactly
 ``prefix + path``, as if those tokens had been fed one by one.
@@ -22,6 +22,7 @@ from cad.selector import kv
 from cad.selector.draft_graph import DraftGraph
 from cad.selector.runtime import StaticCache
 from cad.selector.sampling import Sampling, speculative_choices
+from cad.selector.static_forward import tree_layout
 
 
 @torch.inference_mode()
@@ -30,11 +31,16 @@ def verify_graph(model: Any, cache: Any, graph: DraftGraph, device: torch.device
     if isinstance(cache, StaticCache):
         return cache.runtime.verify_tree(cache, graph.tokens, graph.parents)
     past = kv.cache_length(cache)
+    parents = torch.tensor(graph.parents, dtype=torch.long, device=device)
+    start = torch.tensor(past, dtype=torch.long, device=device)
+    positions, visible = tree_layout(parents, start, past + len(graph))
     dtype = model.get_input_embeddings().weight.dtype
+    mask = torch.zeros(visible.shape, dtype=dtype, device=device)
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
     out = model.get_decoder()(
         input_ids=torch.tensor([graph.tokens], dtype=torch.long, device=device),
-        attention_mask=graph.attention_mask(past, dtype, device),
-        position_ids=graph.position_ids(past, device),
+        attention_mask=mask[None, None],
+        position_ids=positions,
         past_key_values=cache,
         use_cache=True,
     )

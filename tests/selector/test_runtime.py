@@ -34,6 +34,7 @@ from cad.selector.loading import LoadedModel
 from cad.selector.rewrite import speculate
 from cad.selector.runtime import BUCKETS, StaticCache, StaticRuntime, install, uninstall
 from cad.selector.sampling import TokenChooser, _kernel, masked_greedy
+from cad.selector.static_forward import tree_layout
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 INSTRUCTION = "Fix the bug."
@@ -118,7 +119,8 @@ def test_padded_static_appends_equal_the_dynamic_cache(
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
         assert int(got.argmax()) == int(expected.argmax())
         capacities.append(static.capacity)
-    assert capacities[0] < capacities[-1]
+    assert capacities[-1] >= sum(sizes)
+    assert (capacities[0] < capacities[-1]) == (sum(sizes) > capacities[0])
     _assert_same_cache(static, dynamic)
     kv.truncate(static, 45)
     kv.truncate(dynamic, 45)
@@ -130,6 +132,28 @@ def test_padded_static_appends_equal_the_dynamic_cache(
         rtol=1e-4,
     )
     _assert_same_cache(static, dynamic)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_tree_layout_is_the_ancestry_of_any_tree(seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    size = [1, 2, 9, 40, 200, 512][seed % 6]
+    parents = [-1] + [int(torch.randint(0, i, (1,), generator=generator)) for i in range(1, size)]
+    if seed % 2:
+        parents = [-1 if i % 7 == 0 else p for i, p in enumerate(parents)]
+    start, capacity = 5 + seed, 5 + seed + size + 11
+    positions, visible = tree_layout(torch.tensor(parents), torch.tensor(start), capacity)
+    expected = torch.zeros((size, capacity), dtype=torch.bool)
+    expected[:, :start] = True
+    depths = []
+    for node in range(size):
+        chain, depth = node, 0
+        while chain >= 0:
+            expected[node, start + chain] = True
+            chain, depth = parents[chain], depth + (parents[chain] >= 0)
+        depths.append(depth)
+    assert torch.equal(visible, expected)
+    assert positions.tolist() == [[start + d for d in depths]]
 
 
 def _tree(root: int, seed: int, budget: int) -> Any:
