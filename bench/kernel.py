@@ -1,6 +1,14 @@
-"""Kernel benchmark: copying N tokens by one parallel forward vs N decode steps.
+"""Kernel benchmark: copying N tokens by one parallel forward vs N decode steps, and with
+``--compile`` the same forwards eager (transformers, dynamic cache), through the static
+cache eagerly, and compiled (static cache, ``torch.compile``; CUDA graphs on a GPU), all
+interleaved in one process; plus the masked token choice and, with ``--edits K``, whole
+decodes (rewrite mode and program mode, oracle targets) after their prefill.
 
-python -m bench.kernel --model qwen2.5-0.5b --prefix 1024 --out-json k.json --out-md k.md
+    python -m bench.kernel --model qwen2.5-0.5b --prefix 1024 --out-json k.json --out-md k.md
+    python -m bench.kernel --model tiny --prefix 1024 --compile --edits 5 --out-md k.md
+
+``--model`` is an architecture at random init (``tiny`` is the test suite's 2-layer,
+64-wide model) or a model folder.
 """
 
 from __future__ import annotations
@@ -8,93 +16,284 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from bench.harness import machine, pick_model, spread, synchronize
-from cad.selector import kv
+from cad.grammar import allocate_token_bitmask
+from cad.resolver import oracle
+from cad.selector import Decoder, LoadedModel, kv
+from cad.selector.rewrite import rewrite_forced
+from cad.selector.runtime import StaticRuntime, install, uninstall
+from cad.selector.sampling import Sampling, TokenChooser
+from cad.training.datasets import load_edits, select_split
 
 DEFAULT_SPANS = (8, 16, 32, 64, 128, 256, 512)
+RUNTIMES = ("eager", "static", "compiled")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+clock = time.perf_counter
 
 
-def time_copy(loaded, cache, prefix: int, span: list[int]) -> float:
+def time_copy(loaded: LoadedModel, cache: Any, prefix: int, span: list[int]) -> float:
     """Seconds for one forward of ``span`` after ``prefix`` cached tokens."""
     kv.truncate(cache, prefix)
     synchronize(loaded)
-    began = time.perf_counter()
+    began = clock()
     kv.append(loaded.model, cache, span, loaded.device)
     synchronize(loaded)
-    return time.perf_counter() - began
+    return clock() - began
 
 
-def time_decode(loaded, cache, prefix: int, span: list[int]) -> float:
+def time_decode(loaded: LoadedModel, cache: Any, prefix: int, span: list[int]) -> float:
     """Seconds for ``len(span)`` one-token forwards after ``prefix`` cached tokens."""
     kv.truncate(cache, prefix)
     synchronize(loaded)
-    began = time.perf_counter()
+    began = clock()
     for token in span:
         kv.decode_one(loaded.model, cache, token, loaded.device)
     synchronize(loaded)
-    return time.perf_counter() - began
+    return clock() - began
 
 
-def run(model: str, device: str, dtype: str, prefix: int, spans: list[int], trials: int) -> dict:
-    """Median and spread of both costs for every span length, plus their ratio."""
-    loaded = pick_model(model, device, dtype)
+def _caches(loaded: LoadedModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """An empty cache per runtime: transformers' dynamic one, or a static runtime's."""
+    caches: dict[str, Any] = {}
+    for name in names:
+        if name == "eager":
+            caches[name] = kv.new_cache(loaded.model)
+        else:
+            runtime = StaticRuntime(loaded.model, loaded.device, compile=name == "compiled")
+            caches[name] = runtime.new_cache()
+    return caches
+
+
+def forwards(
+    loaded: LoadedModel, names: tuple[str, ...], prefix: int, spans: list[int], trials: int
+) -> tuple[list[dict], dict[str, float]]:
+    """Per span length: one forward and N steps for every runtime, interleaved; and the
+    seconds each runtime's first pass took (compilation, for the compiled one)."""
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, 100_000, (prefix + max(spans),), generator=generator).tolist()
-    cache = kv.new_cache(loaded.model)
-    kv.prefill(loaded.model, cache, tokens[:prefix], loaded.device)
-    for _ in range(2):
-        time_copy(loaded, cache, prefix, tokens[prefix : prefix + 8])
-        time_decode(loaded, cache, prefix, tokens[prefix : prefix + 2])
+    vocab = min(loaded.vocab_size, 100_000)
+    tokens = torch.randint(0, vocab, (prefix + max(spans),), generator=generator).tolist()
+    caches = _caches(loaded, names)
+    first: dict[str, float] = {}
+    for name, cache in caches.items():
+        began = time.perf_counter()
+        kv.prefill(loaded.model, cache, tokens[:prefix], loaded.device)
+        for n in sorted({1, *spans}):
+            time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
+            time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
+        first[name] = time.perf_counter() - began
     rows = []
     for n in spans:
         span = tokens[prefix : prefix + n]
-        copy = [time_copy(loaded, cache, prefix, span) for _ in range(trials)]
-        decode = [time_decode(loaded, cache, prefix, span) for _ in range(trials)]
-        ratios = [d / c for d, c in zip(decode, copy, strict=True)]
-        rows.append(
-            {"n": n, "copy_s": spread(copy), "decode_s": spread(decode), "speedup": spread(ratios)}
+        copy: dict[str, list[float]] = {name: [] for name in names}
+        decode: dict[str, list[float]] = {name: [] for name in names}
+        for _ in range(trials):
+            for name, cache in caches.items():
+                copy[name].append(time_copy(loaded, cache, prefix, span))
+                decode[name].append(time_decode(loaded, cache, prefix, span))
+        row: dict[str, Any] = {"n": n}
+        for name in names:
+            ratios = [d / c for d, c in zip(decode[name], copy[name], strict=True)]
+            row[name] = {
+                "copy_s": spread(copy[name]),
+                "decode_s": spread(decode[name]),
+                "speedup": spread(ratios),
+            }
+        if "compiled" in names:
+            steps = zip(decode["eager"], decode["compiled"], strict=True)
+            row["compiled_over_eager_step"] = spread([e / c for e, c in steps])
+        rows.append(row)
+        shown = "  ".join(
+            f"{name}: copy {row[name]['copy_s']['median'] * 1e3:7.2f} ms "
+            f"step {row[name]['decode_s']['median'] / n * 1e3:6.2f} ms"
+            for name in names
         )
+        print(f"N={n:4d} {shown}", flush=True)
+    return rows, first
+
+
+def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> dict[str, dict]:
+    """Seconds to choose the greedy token under a bitmask allowing every other token:
+    eager tensor operations vs one compiled kernel, interleaved."""
+    vocab = loaded.vocab_size
+    bitmask = allocate_token_bitmask(1, vocab)
+    bitmask.fill_(0x55555555)
+    logits = torch.randn(vocab, generator=torch.Generator().manual_seed(1)).to(loaded.device)
+    choosers = {
+        name: TokenChooser(
+            vocab, loaded.device, Sampling(), backend="inductor" if name == "compiled" else None
+        )
+        for name in names
+        if name != "static"
+    }
+    times: dict[str, list[float]] = {name: [] for name in choosers}
+    for attempt in range(trials + 2):
+        for name, chooser in choosers.items():
+            chooser.bitmask.copy_(bitmask)
+            scratch = logits.clone()
+            synchronize(loaded)
+            began = clock()
+            chooser.choose(scratch)
+            if attempt >= 2:
+                times[name].append(clock() - began)
+    return {name: spread(values) for name, values in times.items()}
+
+
+def decodes(loaded: LoadedModel, edits: int, trials: int) -> list[dict]:
+    """Rewrite mode and program mode (oracle targets) on the first ``edits`` held-out
+    HumanEvalPack-Fix edits, eager and compiled interleaved: seconds after the prefill."""
+    examples = select_split(load_edits("heval-python"), "test")[:edits]
+    runtime = install(loaded.model, loaded.device)
+    uninstall(loaded.model)
+    decoder = Decoder(loaded, max_new_tokens=8192)
+    cases: dict[str, Callable[[Any], Any]] = {
+        "rewrite": lambda e: rewrite_forced(loaded, e.before, e.instruction, e.after),
+        "program": lambda e: decoder.edit(
+            e.before, e.instruction, program=oracle(e.before, e.after)
+        ),
+    }
+    rows = []
+    for example in examples:
+        row: dict[str, Any] = {"id": example.id}
+        for case, run in cases.items():
+            after: dict[str, list[float]] = {"eager": [], "compiled": []}
+            for attempt in range(trials + 1):
+                for name in after:
+                    if name == "compiled":
+                        runtime.install()
+                    result = run(example)
+                    uninstall(loaded.model)
+                    if result.text != example.after:
+                        raise AssertionError(f"{case} ({name}) was not exact on {example.id}")
+                    if attempt:
+                        after[name].append(result.stats.wall_s - result.stats.prefill_s)
+            row[case] = {name: spread(values) for name, values in after.items()}
+            row[case]["forwards"] = result.stats.forwards
+        rows.append(row)
         print(
-            f"N={n:4d} copy {rows[-1]['copy_s']['median'] * 1e3:8.2f} ms  "
-            f"decode {rows[-1]['decode_s']['median'] * 1e3:9.2f} ms  "
-            f"speedup {rows[-1]['speedup']['median']:7.1f}x",
+            f"{example.id}: "
+            + "  ".join(
+                f"{case} eager {row[case]['eager']['median'] * 1e3:.0f} ms / compiled "
+                f"{row[case]['compiled']['median'] * 1e3:.0f} ms"
+                for case in cases
+            ),
             flush=True,
         )
-    return {
+    return rows
+
+
+def run(
+    model: str,
+    device: str,
+    dtype: str,
+    prefix: int,
+    spans: list[int],
+    trials: int,
+    compile: bool,
+    edits: int,
+) -> dict:
+    """Every measurement of one configuration."""
+    loaded = pick_model(model, device, dtype)
+    names = RUNTIMES if compile else ("eager",)
+    rows, first = forwards(loaded, names, prefix, spans, trials)
+    result: dict[str, Any] = {
         "model": loaded.name,
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "device": machine(),
         "prefix": prefix,
         "trials": trials,
+        "runtimes": list(names),
+        "first_pass_s": first,
         "rows": rows,
     }
+    if compile:
+        result["choice_s"] = token_choice(loaded, names, max(trials, 20))
+        if edits:
+            result["decodes"] = decodes(loaded, edits, trials)
+    return result
+
+
+def _ms(value: dict) -> str:
+    return f"{value['median'] * 1e3:.2f} ({value['q1'] * 1e3:.2f}–{value['q3'] * 1e3:.2f})"
 
 
 def markdown(result: dict) -> str:
-    """The README table for one run."""
+    """The README tables for one run."""
+    head = (
+        f"{result['model']}, {result['dtype']}, {result['device']}, "
+        f"{result['prefix']}-token prefix, median of {result['trials']} trials (IQR)"
+    )
+    if result.get("clock") == "cpu":
+        head += ", CPU time of one thread"
+    names = result["runtimes"]
+    if names == ["eager"]:
+        lines = [
+            f"Kernel: {head}",
+            "",
+            "| N | one forward (ms) | N decode steps (ms) | speedup |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
+        for row in result["rows"]:
+            c, d, s = row["eager"]["copy_s"], row["eager"]["decode_s"], row["eager"]["speedup"]
+            lines.append(
+                f"| {row['n']} | {_ms(c)} | {d['median'] * 1e3:.1f} "
+                f"({d['q1'] * 1e3:.1f}–{d['q3'] * 1e3:.1f}) "
+                f"| {s['median']:.1f}× ({s['q1']:.1f}–{s['q3']:.1f}) |"
+            )
+        return "\n".join(lines) + "\n"
+    joined = " / ".join(names)
     lines = [
-        f"Kernel: {result['model']}, {result['dtype']}, {result['device']}, "
-        f"{result['prefix']}-token prefix, median of {result['trials']} trials (IQR)",
+        f"Kernel, eager vs static cache vs compiled: {head}",
         "",
-        "| N | one forward (ms) | N decode steps (ms) | speedup |",
+        f"| N | one forward, ms: {joined} | one decode step, ms: {joined} "
+        "| compiled step speed-up over eager |",
         "| ---: | ---: | ---: | ---: |",
     ]
     for row in result["rows"]:
-        c, d, s = row["copy_s"], row["decode_s"], row["speedup"]
-        lines.append(
-            f"| {row['n']} | {c['median'] * 1e3:.2f} ({c['q1'] * 1e3:.2f}–{c['q3'] * 1e3:.2f}) "
-            f"| {d['median'] * 1e3:.1f} ({d['q1'] * 1e3:.1f}–{d['q3'] * 1e3:.1f}) "
-            f"| {s['median']:.1f}× ({s['q1']:.1f}–{s['q3']:.1f}) |"
+        copies = " / ".join(f"{row[name]['copy_s']['median'] * 1e3:.2f}" for name in names)
+        steps = " / ".join(
+            f"{row[name]['decode_s']['median'] / row['n'] * 1e3:.3f}" for name in names
         )
+        ratio = row["compiled_over_eager_step"]
+        lines.append(
+            f"| {row['n']} | {copies} | {steps} "
+            f"| {ratio['median']:.2f}× ({ratio['q1']:.2f}–{ratio['q3']:.2f}) |"
+        )
+    first = ", ".join(f"{name} {result['first_pass_s'][name]:.1f} s" for name in names)
+    lines += ["", f"First pass over every shape (compilation included): {first}."]
+    if "choice_s" in result:
+        choice = result["choice_s"]
+        lines += [
+            "",
+            "Greedy token choice under a bitmask, ms: "
+            + ", ".join(f"{name} {_ms(value)}" for name, value in choice.items()),
+        ]
+    if result.get("decodes"):
+        lines += [
+            "",
+            "| edit | rewrite after prefill, ms: eager / compiled | program after prefill, "
+            "ms: eager / compiled | forwards: rewrite / program |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for row in result["decodes"]:
+            cells = [
+                f"{_ms(row[case]['eager'])} / {_ms(row[case]['compiled'])}"
+                for case in ("rewrite", "program")
+            ]
+            lines.append(
+                f"| {row['id']} | {cells[0]} | {cells[1]} "
+                f"| {row['rewrite']['forwards']} / {row['program']['forwards']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    """Command line entry point."""
+def main(argv: list[str] | None = None) -> dict:
+    """Command line entry point; returns the result it wrote."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -106,17 +305,45 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=1024)
     parser.add_argument("--spans", default=",".join(map(str, DEFAULT_SPANS)))
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument(
+        "--compile", action="store_true", help="add the static-cache and compiled runtimes"
+    )
+    parser.add_argument(
+        "--edits", type=int, default=0, help="with --compile: also decode the first K edits"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="cpu: this thread's CPU time with one torch thread, for a busy shared machine "
+        "(forwards and token choice only)",
+    )
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    global clock
+    clock = CLOCKS[args.clock]
+    if args.clock == "cpu":
+        torch.set_num_threads(1)
     spans = [int(s) for s in args.spans.split(",")]
-    result = run(args.model, args.device, args.dtype, args.prefix, spans, args.trials)
+    result = run(
+        args.model,
+        args.device,
+        args.dtype,
+        args.prefix,
+        spans,
+        args.trials,
+        args.compile,
+        args.edits,
+    )
+    result["clock"] = args.clock
     if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2))
+        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
     table = markdown(result)
     if args.out_md:
         args.out_md.write_text(table)
     print(table)
+    return result
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from cad.selector import (
     prompt_lookup,
     regenerate,
 )
+from cad.selector.loading import enable_compile
 from cad.selector.rewrite import rewrite_forced
 from cad.selector.stats import DecodeResult
 from cad.training.datasets import EditExample, load_edits, select_split
@@ -204,12 +205,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
     parser.add_argument("--plot", type=Path)
+    parser.add_argument(
+        "--compile", action="store_true", help="decode through the compiled static-cache runtime"
+    )
     args = parser.parse_args(argv)
     try:
         configs = load_configs([c for c in args.configs.split(",") if c])
     except DraftConfigError as exc:
         parser.error(str(exc))
     loaded = pick_model(args.model, args.device, args.dtype)
+    if args.compile:
+        enable_compile(loaded)
     decoder = Decoder(loaded, max_new_tokens=8192)
     examples = select(load_edits(args.corpus), args.split, args.limit)
     table = methods(loaded, decoder, configs)
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
         "model": loaded.name,
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "device": machine(),
+        "compiled": args.compile,
         "methods": list(table),
         "budgets": budgets,
         "summary": summarise(rows, list(table)),

@@ -2,6 +2,8 @@
 
 Decoding cost depends on shapes, not on weight values, so a model built from an
 architecture's config measures the same wall-clock per forward as the trained model.
+``tiny`` is the shape of the test suite's model (2 layers, 64 wide): its steps are almost all
+per-step overhead, the regime of a GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import torch
 from cad.selector.loading import LoadedModel, pick_device, pick_dtype
 
 ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
     "qwen2.5-0.5b": dict(
         hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
         num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,

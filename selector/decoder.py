@@ -20,7 +20,7 @@ from cad.selector import kv
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import program_prompt
-from cad.selector.sampling import Sampling, choose_token
+from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.stats import DecodeResult, Progress
 from cad.selector.tape import ProgramTape
 
@@ -86,7 +86,7 @@ class Decoder:
         budget = self.check_context(len(prompt), document)
         tape.stats.prefill_tokens = len(prompt)
         cache = kv.new_cache(self.loaded.model)
-        generator = torch.Generator().manual_seed(self.sampling.seed)
+        chooser = TokenChooser.for_model(self.loaded, self.sampling)
         logits = self._forward(tape, cache, prompt + tape.take_forced(), prefill=True)
         reported = -1
         while not tape.matcher.is_accepting():
@@ -98,9 +98,7 @@ class Decoder:
             if target is not None:
                 token = tape.target_token(target)
             else:
-                token = choose_token(
-                    logits, tape.matcher.allowed_tokens(), self.sampling, generator
-                )
+                token = chooser.choose(logits, tape.matcher)
             tape.decide(token)
             pending = [token, *tape.take_forced()]
             if on_progress is not None and (

@@ -14,7 +14,7 @@ its children's, so a likely node that also leads somewhere likely is kept first,
 are only taken once their parent is (the kept set stays a tree).
 
 For verification every node attends to the whole cached prefix and to its own ancestors,
-at position ``cache_length + depth``.
+at position ``cache_length + depth`` (``tree_verify`` builds that mask from ``parents``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-
-import torch
 
 from cad.selector.draft_config import DraftConfig
 from cad.selector.drafting import Candidate
@@ -80,25 +78,6 @@ class DraftGraph:
             out.append(node)
             node = self.parents[node]
         return out[::-1]
-
-    def attention_mask(self, past: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """The 4-D additive mask ``(1, 1, n, past + n)``: 0 where a node may attend (every
-        cached position, its ancestors and itself), the dtype's minimum elsewhere."""
-        n = len(self.tokens)
-        visible = torch.zeros((n, past + n), dtype=torch.bool)
-        visible[:, :past] = True
-        for node in range(n):
-            parent = self.parents[node]
-            if parent >= 0:
-                visible[node, past : past + node] = visible[parent, past : past + node]
-            visible[node, past + node] = True
-        mask = torch.zeros((n, past + n), dtype=dtype)
-        mask.masked_fill_(~visible, torch.finfo(dtype).min)
-        return mask.to(device)[None, None]
-
-    def position_ids(self, past: int, device: torch.device) -> torch.Tensor:
-        """``(1, n)`` positions: ``past + depth`` for each node."""
-        return (torch.tensor(self.depths, dtype=torch.long) + past).to(device)[None]
 
 
 def build_graph(

@@ -5,15 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
-import torch
-
 from cad.grammar import Matcher, Vocabulary
 from cad.resolver import Document
 from cad.selector import kv
 from cad.selector.errors import Cancelled
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
-from cad.selector.sampling import Sampling, choose_token
+from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.stats import DecodeResult, DecodeStats
 
 
@@ -39,35 +37,36 @@ def generate_constrained(
     prompt = rewrite_prompt(loaded.tokenizer, Document(document), instruction)
     stats = DecodeStats(mode="grammar", prefill_tokens=len(prompt))
     cache = kv.new_cache(loaded.model)
-    generator = torch.Generator().manual_seed(sampling.seed)
+    chooser = TokenChooser.for_model(loaded, sampling)
     logits = kv.prefill(loaded.model, cache, prompt, loaded.device)
     stats.prefill_s = time.perf_counter() - start
     output = bytearray()
+    token: int | None = None
     while True:
         if cancel is not None and cancel.is_set():
             raise Cancelled("generation cancelled")
-        allowed = matcher.allowed_tokens().clone()
-        if eos is not None and matcher.is_accepting():
-            allowed[eos] = True
-        elif eos is not None:
-            allowed[eos] = False
-        if not bool(allowed.any()):
+        chooser.fill(matcher)
+        accepting = matcher.is_accepting()
+        if token is not None and accepting and not chooser.any_allowed():
+            break
+        if eos is not None:
+            chooser.set_allowed(eos, accepting)
+        if not chooser.any_allowed():
             break
         if stats.generated_tokens >= max_new_tokens:
             stats.truncated = True
             break
-        token = choose_token(logits, allowed, sampling, generator)
+        if token is not None:
+            began = time.perf_counter()
+            logits = kv.decode_one(loaded.model, cache, token, loaded.device)
+            stats.forwards += 1
+            stats.decode_s += time.perf_counter() - began
+        token = chooser.choose(logits)
         if token == eos:
             break
         if not matcher.accept_token(token):
             raise RuntimeError(f"token {token} was in the mask but the matcher rejected it")
         output.extend(vocabulary.token_bytes[token] or b"")
         stats.generated_tokens += 1
-        if matcher.is_accepting() and not bool(matcher.allowed_tokens().any()):
-            break
-        began = time.perf_counter()
-        logits = kv.decode_one(loaded.model, cache, token, loaded.device)
-        stats.forwards += 1
-        stats.decode_s += time.perf_counter() - began
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(None, output.decode("utf-8", errors="replace"), stats)

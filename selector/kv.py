@@ -3,6 +3,11 @@
 ``prefill`` runs the prompt, ``decode_one`` feeds one chosen token, and ``append`` feeds many
 known tokens at once — a copy's forced closing literal and the copied text — in ONE parallel
 forward, keeping logits only for the last position.
+
+A model with a static-cache runtime installed (:mod:`cad.selector.runtime`, ``--compile``)
+gets static caches from ``new_cache``, and every function here runs such a cache through
+that runtime's padded, compiled forwards; otherwise transformers' dynamic cache and eager
+forward are used.
 """
 
 from __future__ import annotations
@@ -11,9 +16,15 @@ from typing import Any
 
 import torch
 
+from cad.selector.runtime import StaticCache, installed
+
 
 def new_cache(model: Any) -> Any:
-    """An empty dynamic KV cache for ``model``."""
+    """An empty KV cache for ``model``: static when a runtime is installed on it, else
+    transformers' dynamic cache."""
+    runtime = installed(model)
+    if runtime is not None:
+        return runtime.new_cache()
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
@@ -23,6 +34,8 @@ def new_cache(model: Any) -> Any:
 def append(model: Any, cache: Any, token_ids: list[int], device: torch.device) -> torch.Tensor:
     """Feed ``token_ids`` after the cached sequence in one forward; returns the next-token
     logits (float32, shape ``(vocab,)``). This is where a copy is prefilled."""
+    if isinstance(cache, StaticCache):
+        return cache.runtime.append(cache, token_ids)
     ids = torch.tensor([token_ids], dtype=torch.long, device=device)
     out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     return out.logits[0, -1].float()
@@ -42,6 +55,8 @@ def decode_one(model: Any, cache: Any, token_id: int, device: torch.device) -> t
 def verify(model: Any, cache: Any, token_ids: list[int], device: torch.device) -> torch.Tensor:
     """Feed ``token_ids`` in one forward and return logits for every position, ``(n, vocab)``:
     the verification step of draft-based decoding."""
+    if isinstance(cache, StaticCache):
+        return cache.runtime.verify(cache, token_ids)
     ids = torch.tensor([token_ids], dtype=torch.long, device=device)
     out = model(input_ids=ids, past_key_values=cache, use_cache=True)
     return out.logits[0].float()
@@ -54,6 +69,9 @@ def cache_length(cache: Any) -> int:
 
 def truncate(cache: Any, length: int) -> None:
     """Drop cached positions beyond ``length`` (rejected draft tokens)."""
+    if isinstance(cache, StaticCache):
+        cache.runtime.truncate(cache, length)
+        return
     extra = cache_length(cache) - length
     if extra > 0:
         cache.crop(-extra)

@@ -70,8 +70,27 @@ class LoadedModel:
         """Width of the model's output logits (may exceed the tokenizer's vocabulary)."""
         return int(self.model.get_output_embeddings().weight.shape[0])
 
+    @property
+    def compiled(self) -> bool:
+        """Whether a compiled static-cache runtime decodes this model (``--compile``)."""
+        from cad.selector.runtime import installed
+
+        runtime = installed(self.model)
+        return runtime is not None and runtime.compiled
+
     def warm_up(self) -> None:
-        """One tiny forward so the first real edit does not pay for lazy initialisation."""
+        """Pay for lazy initialisation before the first real edit: one tiny forward, or with
+        ``--compile`` every compiled graph (forwards of each kind, greedy token choice)."""
+        from cad.selector.runtime import installed
+
+        runtime = installed(self.model)
+        if runtime is not None:
+            from cad.selector.sampling import Sampling, TokenChooser
+
+            runtime.warm_up()
+            logits = torch.zeros(self.vocab_size, device=self.device)
+            TokenChooser.for_model(self, Sampling()).choose(logits)
+            return
         ids = torch.tensor([[self.tokenizer.eos_token_id or 0]], device=self.device)
         with torch.inference_mode():
             self.model(input_ids=ids, use_cache=False)
@@ -92,8 +111,11 @@ def load_model(
     device: str = "auto",
     dtype: str = "auto",
     adapter: str | None = None,
+    compile: bool = False,
 ) -> LoadedModel:
-    """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder.
+    """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder;
+    with ``compile`` decode it through the compiled static-cache runtime
+    (:mod:`cad.selector.runtime`).
 
     Failures become :class:`ModelLoadError` with one line saying what to do."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -120,7 +142,21 @@ def load_model(
         network = _attach_adapter(network, adapter)
     network.to(target)
     network.eval()
-    return LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
+    loaded = LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
+    if compile:
+        enable_compile(loaded)
+    return loaded
+
+
+def enable_compile(loaded: LoadedModel) -> None:
+    """Decode ``loaded`` through a compiled static-cache runtime from now on; an architecture
+    the runtime does not know is a :class:`ModelLoadError` saying to run without it."""
+    from cad.selector.runtime import UnsupportedModel, install
+
+    try:
+        install(loaded.model, loaded.device)
+    except UnsupportedModel as exc:
+        raise ModelLoadError(f"--compile: {exc}; run without --compile") from None
 
 
 def _attach_adapter(network: Any, adapter: str) -> Any:

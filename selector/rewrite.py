@@ -27,7 +27,7 @@ from cad.selector.drafting import Candidate, Drafter
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
-from cad.selector.sampling import Sampling
+from cad.selector.sampling import Sampling, new_generator
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
@@ -92,48 +92,21 @@ def extract_file(reply: str, final_newline: bool = True) -> str:
     return body[:-1] if not final_newline and body.endswith("\n") else body
 
 
-def token_distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """The sampling distribution over the vocabulary: softmax at the temperature,
-    restricted to the top-p nucleus and renormalised."""
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < sampling.top_p
-        keep[0] = True
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        probs = probs / probs.sum()
-    return probs.cpu()
-
-
-def speculative_choice(probs: torch.Tensor, drafted: list[int], generator: torch.Generator) -> int:
-    """The standard acceptance rule for deterministic drafts: accept drafted token ``t``
-    with probability ``p(t)``; on rejection zero it, renormalise, try the next draft; if all
-    are rejected, sample from the residual. The result is distributed exactly as ``probs``."""
-    residual = probs.clone()
-    for token in drafted:
-        if float(torch.rand((), generator=generator)) < float(residual[token]):
-            return token
-        residual[token] = 0.0
-        residual = residual / residual.sum()
-    return int(torch.multinomial(residual, 1, generator=generator))
-
-
 class _Chooser:
-    """The model's choice at a node: the forced target, the argmax, or a speculative sample.
-    ``None`` means the forced target is complete."""
+    """The model's choice after a node: the forced target, the argmax, or a speculative
+    sample over the tokens drafted below it. ``None`` means the forced target is complete."""
 
-    def __init__(self, sampling: Sampling, target: list[int] | None) -> None:
+    def __init__(self, sampling: Sampling, target: list[int] | None, device: torch.device) -> None:
         self.sampling = sampling
         self.target = target
-        self.generator = torch.Generator().manual_seed(sampling.seed)
+        self.generator = new_generator(sampling, device)
 
-    def __call__(self, logits: torch.Tensor, position: int, drafted: list[int]) -> int | None:
+    def __call__(self, logits: NodeLogits, node: int, position: int) -> int | None:
         if self.target is not None:
             return self.target[position] if position < len(self.target) else None
         if self.sampling.temperature <= 0:
-            return int(torch.argmax(logits))
-        probs = token_distribution(logits, self.sampling)
-        return speculative_choice(probs, drafted, self.generator)
+            return logits.argmax(node)
+        return logits.sampled(node, self.sampling, self.generator)
 
 
 def _accept(
@@ -150,7 +123,7 @@ def _accept(
     while True:
         node = path[-1]
         position = len(output) + len(path) - 1
-        choice = choose(logits[node], position, list(graph.children[node]))
+        choice = choose(logits, node, position)
         child = None if choice is None else graph.child(node, choice)
         if child is None or choice in stops or position >= budget:
             return path, choice
@@ -199,10 +172,10 @@ def speculate(
     cache = kv.new_cache(model)
     root_logits = kv.prefill(model, cache, prompt_ids, device)
     stats.prefill_s = time.perf_counter() - start
-    choose = _Chooser(sampling, target_ids)
+    choose = _Chooser(sampling, target_ids, device)
     drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
-    root = choose(root_logits, 0, [])
+    root = choose(NodeLogits.of_logits(root_logits), 0, 0)
     branch: list[int] | None = None
     copied_lines = generated_lines = 0
     began = time.perf_counter()

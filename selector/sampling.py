@@ -1,10 +1,26 @@
-"""Choosing the next token from masked logits: greedy, or temperature with nucleus (top-p)."""
+"""Choosing tokens from logits: greedy, or temperature with nucleus (top-p), under a
+grammar's packed bitmask or unconstrained, and the speculative rule for drafted tokens.
+
+Everything vocabulary-sized stays on the logits' device: masks arrive as packed bitmasks
+(``cad.grammar``), sampling is the exponential race (the token maximising ``p / E`` for
+independent exponential noise ``E``, distributed exactly as ``p``) with noise from the
+decode's seeded generator on that device, and the only value read back per choice is the
+chosen token itself, or per draft chain the few numbers the acceptance rule needs. The race
+is also what makes sampling reproducible across eager and compiled kernels: rounding
+differences of 1e-7 in ``p`` cannot move an argmax whose runner-up is typically far behind,
+while they do move the boundaries of a cumulative sum over a large vocabulary.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
+from cad.selector.compiling import Compiled
 
 
 @dataclass(frozen=True)
@@ -16,20 +32,188 @@ class Sampling:
     seed: int = 0
 
 
-def choose_token(
-    logits: torch.Tensor, allowed: torch.Tensor, sampling: Sampling, generator: torch.Generator
+def new_generator(sampling: Sampling, device: torch.device | str = "cpu") -> torch.Generator:
+    """The decode's random source on ``device``, seeded with ``sampling.seed``."""
+    return torch.Generator(device=device).manual_seed(sampling.seed)
+
+
+def exponential_noise(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Independent exponential draws (rate 1) on the generator's device, never zero."""
+    noise = torch.empty(shape, device=generator.device).exponential_(generator=generator)
+    return noise.clamp_min_(torch.finfo(noise.dtype).tiny)
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device`` without making the host wait (pinned, asynchronous)."""
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def distribution(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Rows of ``logits`` ``(..., vocab)`` as sampling distributions: softmax at the
+    temperature, restricted to the top-p nucleus and renormalised."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        ordered, order = torch.sort(probs, dim=-1, descending=True)
+        outside = torch.cumsum(ordered, dim=-1) - ordered >= top_p
+        outside[..., 0] = False
+        probs = torch.zeros_like(probs).scatter(-1, order, ordered.masked_fill(outside, 0.0))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def race(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` ``(..., vocab)`` (not necessarily normalised), drawn
+    with the exponential ``noise`` of the same shape: ``argmax(p / E)``, which picks token
+    ``t`` with probability ``p(t) / sum(p)`` and never a token without mass."""
+    return (probs / noise).argmax(dim=-1)
+
+
+def masked_greedy(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """The best allowed token (0-d tensor); masks ``logits`` in place."""
+    apply_token_bitmask_inplace(logits, bitmask)
+    return logits.argmax()
+
+
+def masked_sample(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    noise: torch.Tensor,
+    temperature: float,
+    top_p: float,
+) -> torch.Tensor:
+    """A sampled allowed token (0-d tensor) for the exponential ``noise`` ``(vocab,)``;
+    masks ``logits`` in place."""
+    apply_token_bitmask_inplace(logits, bitmask)
+    return race(distribution(logits, temperature, top_p), noise)
+
+
+class TokenChooser:
+    """Picks each next token of one decode under a matcher's mask.
+
+    It owns the decode's bitmask (filled in place by the matcher every step, pinned on a
+    GPU so it crosses asynchronously) and its seeded generator; greedy and sampled choices
+    read back one integer. With a compiler ``backend`` the masking and the choice run as one
+    compiled kernel (the static runtime's ``--compile``)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        device: torch.device,
+        sampling: Sampling,
+        *,
+        backend: str | None = None,
+    ) -> None:
+        self.device = torch.device(device)
+        self.sampling = sampling
+        self.generator = new_generator(sampling, self.device)
+        bitmask = allocate_token_bitmask(1, vocab_size)
+        self.bitmask = bitmask.pin_memory() if self.device.type == "cuda" else bitmask
+        self._greedy = masked_greedy if backend is None else _kernel(masked_greedy, backend)
+        self._sample = masked_sample if backend is None else _kernel(masked_sample, backend)
+
+    @classmethod
+    def for_model(cls, loaded: Any, sampling: Sampling) -> TokenChooser:
+        """A chooser for ``loaded`` (a :class:`cad.selector.LoadedModel`), compiled like its
+        model's runtime when one is installed."""
+        from cad.selector.runtime import installed
+
+        runtime = installed(loaded.model)
+        backend = None if runtime is None else runtime.backend
+        return cls(loaded.vocab_size, loaded.device, sampling, backend=backend)
+
+    def fill(self, matcher: Matcher) -> None:
+        """Take the matcher's allowed set for the next token."""
+        matcher.fill_next_token_bitmask(self.bitmask, 0)
+
+    def set_allowed(self, token: int, allowed: bool) -> None:
+        """Allow or forbid one token on top of the matcher's set (end-of-sequence)."""
+        word, bit = divmod(token, 32)
+        value = int(self.bitmask[0, word]) & 0xFFFFFFFF
+        value = value | (1 << bit) if allowed else value & ~(1 << bit)
+        self.bitmask[0, word] = value - (1 << 32) if value >= 1 << 31 else value
+
+    def is_allowed(self, token: int) -> bool:
+        """Whether ``token`` is in the current set."""
+        word, bit = divmod(token, 32)
+        return bool((int(self.bitmask[0, word]) >> bit) & 1)
+
+    def any_allowed(self) -> bool:
+        """Whether the current set is non-empty (read on the host)."""
+        return bool(self.bitmask.any())
+
+    @torch.inference_mode()
+    def choose(self, logits: torch.Tensor, matcher: Matcher | None = None) -> int:
+        """The next token among the allowed ones (the matcher's, filled first when given);
+        never a masked-out id. ``logits`` are masked in place."""
+        if matcher is not None:
+            self.fill(matcher)
+        bitmask = to_device(self.bitmask[0], logits.device)
+        sampling = self.sampling
+        if sampling.temperature <= 0:
+            return int(self._greedy(logits, bitmask))
+        noise = exponential_noise(tuple(logits.shape), self.generator)
+        return int(self._sample(logits, bitmask, noise, sampling.temperature, sampling.top_p))
+
+
+def speculative_pick(
+    drafted: list[int], drafted_probs: list[float], uniforms: list[float], residual: int
 ) -> int:
-    """The next token among ``allowed`` (a vocab-sized bool mask); never a masked-out id."""
-    width = min(logits.shape[-1], allowed.shape[-1])
-    scores = torch.full_like(logits, float("-inf"))
-    visible = allowed[:width].to(logits.device)
-    scores[:width] = torch.where(visible, logits[:width], scores[:width])
-    if sampling.temperature <= 0:
-        return int(torch.argmax(scores))
-    probs = torch.softmax(scores / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < sampling.top_p
-        keep[0] = True
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+    """The standard acceptance rule for deterministic drafts, given each drafted token's
+    probability: accept drafted token ``t`` with its probability renormalised over what the
+    drafts before it left (``p(t) / (1 - rejected)``), else move on; ``residual`` (sampled
+    from the distribution with every drafted token removed) when all are rejected. The result
+    is distributed exactly as the model's distribution."""
+    rejected = 0.0
+    for token, probability, uniform in zip(drafted, drafted_probs, uniforms, strict=True):
+        if uniform * (1.0 - rejected) < probability:
+            return token
+        rejected += probability
+    return residual
+
+
+def speculative_choices(
+    logits: torch.Tensor,
+    drafted: list[list[int]],
+    sampling: Sampling,
+    generator: torch.Generator,
+) -> list[int]:
+    """The speculative rule at ``k`` nodes at once: ``logits`` ``(k, vocab)``, ``drafted[i]``
+    the tokens drafted after node ``i``; the random draws come from ``generator`` (on the
+    logits' device). One read from the device for all ``k``."""
+    count, width = len(drafted), max((len(d) for d in drafted), default=0)
+    probs = distribution(logits, sampling.temperature, sampling.top_p)
+    uniforms = torch.rand((count, max(width, 1)), generator=generator, device=generator.device)
+    index = torch.zeros((count, max(width, 1)), dtype=torch.long)
+    for row, tokens in enumerate(drafted):
+        index[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+    index = to_device(index, probs.device)
+    offered = probs.gather(1, index)
+    residual = probs.scatter(1, index, 0.0) if width else probs
+    leftover = residual.sum(dim=-1) > 0
+    fallback = torch.where(
+        leftover, race(residual, exponential_noise(tuple(probs.shape), generator)), probs.argmax(-1)
+    )
+    read = torch.cat([offered, uniforms.to(offered.dtype), fallback[:, None].to(offered.dtype)], 1)
+    rows = read.tolist()
+    return [
+        speculative_pick(
+            tokens,
+            row[: len(tokens)],
+            row[index.shape[1] : index.shape[1] + len(tokens)],
+            int(row[-1]),
+        )
+        for tokens, row in zip(drafted, rows, strict=True)
+    ]
+
+
+_KERNELS: dict[tuple[Callable[..., torch.Tensor], str], Compiled] = {}
+
+
+def _kernel(function: Callable[..., torch.Tensor], backend: str) -> Compiled:
+    """``function`` compiled once per backend for every chooser (fixed shapes)."""
+    key = (function, backend)
+    if key not in _KERNELS:
+        _KERNELS[key] = Compiled(function, backend, dynamic=False)
+    return _KERNELS[key]

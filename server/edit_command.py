@@ -109,6 +109,7 @@ class EditOptions:
     lines: str | None
     draft_config: Path | None
     draft_budget: int | None
+    compile: bool
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,13 @@ def load(options: EditOptions) -> Any:
     except AdapterBaseMismatch as exc:
         raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None
     with stderr.status(f"loading {name}"):
-        return load_model(name, device=options.device, dtype=options.dtype, adapter=adapter)
+        return load_model(
+            name,
+            device=options.device,
+            dtype=options.dtype,
+            adapter=adapter,
+            compile=options.compile,
+        )
 
 
 def deliver(options: EditOptions, run: Run, document: str, result: Any) -> None:
@@ -380,6 +387,14 @@ def cmd_edit(
     draft_budget: Annotated[
         int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
     ] = None,
+    compile: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="Static KV cache and compiled forwards (CUDA graphs on a GPU); the first "
+            "edit pays for compiling.",
+        ),
+    ] = False,
 ) -> None:
     """Edit FILE as --instr says: the model writes an edit program the resolver applies
     (program mode), or the complete updated file drafted from the document (rewrite mode)."""

@@ -54,6 +54,7 @@ class Settings:
     adapter: str | None = None
     maxNewTokens: int = 2048
     mode: str = "auto"
+    compile: bool = False
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
@@ -98,9 +99,9 @@ class Settings:
             )
         return int(value)
 
-    def model_key(self) -> tuple[str, str, str, str | None]:
+    def model_key(self) -> tuple[str, str, str, str | None, bool]:
         """What a loaded model depends on; a change means reloading."""
-        return (self.model, self.device, self.dtype, self.adapter)
+        return (self.model, self.device, self.dtype, self.adapter, self.compile is True)
 
     def model_name(self) -> str:
         """The model to load: ``model``, else the adapter's base model, else the default."""
@@ -119,7 +120,7 @@ class CadServer:
     running: dict[str, threading.Event] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
     _loaded: Any = None
-    _loaded_key: tuple[str, str, str, str | None] | None = None
+    _loaded_key: tuple[str, str, str, str | None, bool] | None = None
 
     def status(self, state: str, message: str = "") -> None:
         """Tell the editor (status bar) what the server is doing; from the worker thread the
@@ -152,6 +153,7 @@ class CadServer:
                 device=self.settings.device,
                 dtype=self.settings.dtype,
                 adapter=self.settings.adapter,
+                compile=self.settings.compile is True,
             )
             self._loaded.warm_up()
             self._loaded_key = key

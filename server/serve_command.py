@@ -68,6 +68,13 @@ def cmd_serve(
         str | None, typer.Option(help="Default dtype: auto, float32, float16 or bfloat16.")
     ] = None,
     adapter: Annotated[str | None, typer.Option(help="Default adapter folder (cad train).")] = None,
+    compile: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile/--no-compile",
+            help="Default for static KV cache and compiled forwards; --preload compiles them.",
+        ),
+    ] = None,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
@@ -82,7 +89,13 @@ def cmd_serve(
     from cad.server.serve import serve
 
     configure_logging(log_file, verbose)
-    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter}
+    defaults = {
+        "model": model,
+        "device": device,
+        "dtype": dtype,
+        "adapter": adapter,
+        "compile": compile,
+    }
     status = serve(tcp=address, preload=preload, defaults=defaults)
     if status:
         raise typer.Exit(status)

@@ -197,6 +197,9 @@ def cmd_eval(
     ar: Annotated[bool, typer.Option(help="Also time AR regeneration of each gold file.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rows: Annotated[bool, typer.Option(help="With --json: include per-edit rows.")] = False,
+    compile: Annotated[
+        bool, typer.Option("--compile", help="Static KV cache and compiled forwards.")
+    ] = False,
 ) -> None:
     """Score a span selector on an edit set, or oracle programs under span noise.
 
@@ -216,7 +219,19 @@ def cmd_eval(
         return
     if not model and adapter is None:
         raise UserError("pass --model or --adapter (it runs on its base model), or --perturb EPS")
-    _model_eval(edits, model, adapter, subline, max_new_tokens, device, dtype, ar, as_json, rows)
+    _model_eval(
+        edits,
+        model,
+        adapter,
+        subline,
+        max_new_tokens,
+        device,
+        dtype,
+        ar,
+        as_json,
+        rows,
+        compile=compile,
+    )
 
 
 def _perturbation(
@@ -263,6 +278,8 @@ def _model_eval(
     ar: bool,
     as_json: bool,
     rows: bool,
+    *,
+    compile: bool = False,
 ) -> None:
     from cad.selector import Cancelled, Decoder, ModelLoadError, load_model
     from cad.selector.adapters import AdapterBaseMismatch, choose_model
@@ -272,7 +289,11 @@ def _model_eval(
         model = choose_model(model, str(adapter) if adapter else None)
         with stderr.status(f"loading {model}"):
             loaded = load_model(
-                model, device=device, dtype=dtype, adapter=str(adapter) if adapter else None
+                model,
+                device=device,
+                dtype=dtype,
+                adapter=str(adapter) if adapter else None,
+                compile=compile,
             )
     except AdapterBaseMismatch as exc:
         raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None

@@ -140,6 +140,11 @@ class ChoiceMatcher:
         text = self.history[-1]
         return torch.tensor([bool(d) and self._ok(text + d) for d in self.vocabulary.token_bytes])
 
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        from cad.grammar.bitmask import fill_from_allowed
+
+        fill_from_allowed(bitmask, row, self.allowed_tokens())
+
     def rollback(self, k: int) -> None:
         del self.history[len(self.history) - k :]
 

@@ -12,6 +12,7 @@ from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, depth_bucket
 from cad.selector.draft_graph import build_graph, node_scores, prune
 from cad.selector.drafting import Candidate, Drafter
+from cad.selector.static_forward import tree_layout
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 CONFIG = DraftConfig(
@@ -44,16 +45,15 @@ def test_mask_and_positions_follow_ancestry() -> None:
     graph = build_graph(
         7, [_candidate("aligned:0", [1, 2]), _candidate("aligned:1", [3, 4])], CONFIG
     )
-    mask = graph.attention_mask(3, torch.float32, torch.device("cpu"))[0, 0]
-    visible = (mask == 0).int().tolist()
-    assert visible == [
+    positions, visible = tree_layout(torch.tensor(graph.parents), torch.tensor(3), 3 + len(graph))
+    assert visible.int().tolist() == [
         [1, 1, 1, 1, 0, 0, 0, 0],
         [1, 1, 1, 1, 1, 0, 0, 0],
         [1, 1, 1, 1, 1, 1, 0, 0],
         [1, 1, 1, 1, 0, 0, 1, 0],
         [1, 1, 1, 1, 0, 0, 1, 1],
     ]
-    assert graph.position_ids(3, torch.device("cpu")).tolist() == [[3, 4, 5, 4, 5]]
+    assert positions.tolist() == [[3, 4, 5, 4, 5]]
 
 
 def test_pruning_keeps_a_tree_within_budget_best_first() -> None:

@@ -1,0 +1,141 @@
+"""Start-up benchmark: ``cad edit`` with the tiny test model from start to finish, as a user
+runs it (a fresh process each time), with the per-tokenizer table cache cold and warm, and
+where the time goes.
+
+    python -m bench.startup --runs 5 --out-json s.json --out-md s.md
+
+The edit follows a given program (forced-program mode), so its decoding is the same in every
+run. "Cold" runs get an empty ``CAD_CACHE_DIR`` (the program token index is built); "warm"
+runs reuse the one the first run filled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.harness import QWEN2_TOKENIZER, machine
+
+DOCUMENT = "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"
+PROGRAM = '<copy lines="1-1"/>\n<gen>    return a + b\n</gen>\n<copy lines="3-5"/>\n</program>\n'
+PHASES = """
+import json, sys, time
+marks, last = {}, time.perf_counter()
+def mark(name):
+    global last
+    now = time.perf_counter(); marks[name] = now - last; last = now
+import torch; mark("import torch")
+import transformers; mark("import transformers")
+from cad.grammar import ProgramTokenIndex
+from cad.resolver import parse
+from cad.selector import Decoder, load_model; mark("import cad")
+loaded = load_model(sys.argv[1], device="cpu", dtype="float32"); mark("load model")
+ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size); mark("program index")
+program = parse(open(sys.argv[3]).read())
+Decoder(loaded).edit(open(sys.argv[2]).read(), "fix", program=program); mark("decode")
+print(json.dumps(marks))
+"""
+
+
+def tiny_model(folder: Path) -> Path:
+    """The test suite's model shape at random init, saved with the real Qwen2 tokenizer."""
+    from cad.selector.architectures import random_init
+
+    loaded = random_init("tiny", QWEN2_TOKENIZER, device="cpu", dtype="float32")
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def cad_edit(model: Path, file: Path, program: Path, cache: Path, extra: list[str]) -> float:
+    """Seconds for one ``cad edit`` process, start to finish."""
+    env = {**os.environ, "CAD_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    command = [
+        sys.executable, "-c", "from cad.server.cli import main; main()", "edit", str(file),
+        "--instr", "fix", "--model", str(model), "--device", "cpu", "--program", str(program),
+        "--stdout", *extra,
+    ]  # fmt: skip
+    began = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0 or done.stdout != DOCUMENT.replace("a - b", "a + b"):
+        raise RuntimeError(f"cad edit failed: {done.stderr.strip()[-400:]}")
+    return elapsed
+
+
+def run(runs: int, extra: list[str]) -> dict:
+    """Cold and warm start-to-finish times and one phase breakdown."""
+    work = Path(tempfile.mkdtemp(prefix="cad-startup-"))
+    try:
+        model = tiny_model(work / "model")
+        file, program = work / "add.py", work / "fix.program"
+        file.write_text(DOCUMENT)
+        program.write_text(PROGRAM)
+        cold, warm = [], []
+        for attempt in range(runs):
+            cache = work / f"cache-{attempt}"
+            cold.append(cad_edit(model, file, program, cache, extra))
+            warm.append(cad_edit(model, file, program, cache, extra))
+        phases = subprocess.run(
+            [sys.executable, "-c", PHASES, str(model), str(file), str(program)],
+            env={**os.environ, "CAD_CACHE_DIR": str(work / "cache-phases")},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        breakdown = json.loads(phases.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "device": machine(),
+        "runs": runs,
+        "options": extra,
+        "cold_s": statistics.median(cold),
+        "warm_s": statistics.median(warm),
+        "cold_all_s": cold,
+        "warm_all_s": warm,
+        "phases_s": breakdown,
+    }
+
+
+def markdown(result: dict) -> str:
+    """The README lines for one run."""
+    phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in result["phases_s"].items())
+    options = " ".join(result["options"]) or "eager"
+    return (
+        f"`cad edit` with the tiny test model ({options}), {result['device']}, median of "
+        f"{result['runs']} runs: {result['cold_s']:.2f} s with the program token index built, "
+        f"{result['warm_s']:.2f} s with it cached. Phases of one cold run: {phases}.\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command line entry point; returns the result it wrote."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--compile", action="store_true", help="run cad edit --compile")
+    parser.add_argument("--out-json", type=Path)
+    parser.add_argument("--out-md", type=Path)
+    args = parser.parse_args(argv)
+    result = run(args.runs, ["--compile"] if args.compile else [])
+    if args.out_json:
+        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
+    text = markdown(result)
+    if args.out_md:
+        args.out_md.write_text(text)
+    print(text)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The kernel benchmark end to end on the tiny architecture (eager only: compiling is what the
+runtime tests cover), and its table for a compiled run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.kernel import main, markdown
+
+
+def _spread(median: float) -> dict[str, float]:
+    return {"median": median, "q1": median, "q3": median, "min": median, "max": median}
+
+
+def test_benchmark_writes_table_and_json(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    result = main(
+        ["--model", "tiny", "--device", "cpu", "--dtype", "float32", "--prefix", "16",
+         "--spans", "2,5", "--trials", "2", "--out-json", str(out)]
+    )  # fmt: skip
+    assert json.loads(out.read_text()) == result
+    assert [row["n"] for row in result["rows"]] == [2, 5]
+    for row in result["rows"]:
+        assert row["eager"]["copy_s"]["median"] > 0
+        assert row["eager"]["decode_s"]["median"] > 0
+    table = markdown(result).splitlines()
+    assert table[2] == "| N | one forward (ms) | N decode steps (ms) | speedup |"
+    assert len(table) == 4 + 2
+
+
+def test_compiled_table_has_a_column_per_runtime() -> None:
+    names = ["eager", "static", "compiled"]
+    row = {"n": 8, "compiled_over_eager_step": _spread(2.0)}
+    for name, seconds in zip(names, (0.008, 0.006, 0.004), strict=True):
+        row[name] = {"copy_s": _spread(seconds), "decode_s": _spread(8 * seconds)}
+    result = {
+        "model": "tiny (random init)",
+        "dtype": "float32",
+        "device": "cpu",
+        "prefix": 16,
+        "trials": 3,
+        "runtimes": names,
+        "first_pass_s": {"eager": 0.1, "static": 0.2, "compiled": 30.0},
+        "rows": [row],
+        "choice_s": {"eager": _spread(0.0007), "compiled": _spread(0.0001)},
+        "decodes": [
+            {
+                "id": "heval-1",
+                "rewrite": {"eager": _spread(0.2), "compiled": _spread(0.1), "forwards": 4},
+                "program": {"eager": _spread(0.3), "compiled": _spread(0.15), "forwards": 20},
+            }
+        ],
+    }
+    table = markdown(result)
+    assert "| 8 | 8.00 / 6.00 / 4.00 | 8.000 / 6.000 / 4.000 | 2.00× (2.00–2.00) |" in table
+    assert "compiled 30.0 s" in table
+    assert "| heval-1 | 200.00 (200.00–200.00) / 100.00 (100.00–100.00) |" in table
