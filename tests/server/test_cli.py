@@ -71,6 +71,7 @@ def test_the_default_model_is_named_once_in_the_code() -> None:
         for path in sources
         if "tests" not in path.parts
         and ".venv" not in path.parts
+        and "build" not in path.parts
         and "node_modules" not in path.parts
         and DEFAULT_MODEL in path.read_text(errors="replace")
     )

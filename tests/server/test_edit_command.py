@@ -125,7 +125,7 @@ def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> N
     assert b"nothing was written" in result.stderr
     assert (workspace / "mean.py").read_bytes() == BEFORE.encode()
     stats = json.loads((workspace / "stats.json").read_text())
-    assert stats["truncated"] is True and stats["mode"] == "program"
+    assert stats["truncated"] is True and stats["mode"] == "rewrite"
 
 
 @pytest.mark.parametrize(
