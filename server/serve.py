@@ -48,10 +48,11 @@ class Settings:
     adapter: str | None = None
     maxNewTokens: int = 2048
     mode: str = "auto"
+    engine: str | None = None
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
-        empty ``adapter`` means none."""
+        empty ``adapter`` means none, an empty ``engine`` decoding in this process."""
         if not isinstance(values, dict):
             return
         values = values.get("cad", values) if isinstance(values.get("cad"), dict) else values
@@ -60,6 +61,8 @@ class Settings:
                 setattr(self, item.name, values[item.name])
         if not self.adapter:
             self.adapter = None
+        if not self.engine:
+            self.engine = None
 
     def edit_mode(self) -> str:
         """``program`` (the model writes an edit program) or ``rewrite`` (it writes the new
@@ -477,6 +480,8 @@ def _decode(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Out
 
 
 def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome:
+    if cad.settings.engine:
+        return _run_remote(cad.settings, job, flag, report)
     from cad.selector import Decoder
     from cad.selector.rewrite import rewrite
 
@@ -504,6 +509,31 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
     return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode})
 
 
+def _run_remote(settings: Settings, job: Job, flag: threading.Event, report: Any) -> Outcome:
+    """The edit decoded by the shared engine at ``settings.engine`` (``cad serve --engine``).
+    The model is named only when the editor chose one other than the default."""
+    from cad.selector import Cancelled
+    from cad.server.remote import EngineBudgetSpent, remote_edit
+
+    try:
+        result = remote_edit(
+            settings.engine or "",
+            job.region,
+            job.request.instruction,
+            mode=job.mode,
+            max_new_tokens=job.budget,
+            model=None if settings.model == Settings.model else settings.model,
+            adapter=settings.adapter,
+            on_progress=report,
+            cancel=flag,
+        )
+    except EngineBudgetSpent:
+        raise BudgetSpent(job.budget) from None
+    if result is None:
+        raise Cancelled("edit cancelled")
+    return Outcome(result.program, result.text, result.stats)
+
+
 class BudgetSpent(Exception):
     """The model used its whole token budget without finishing the edit."""
 
@@ -522,8 +552,9 @@ def failure(exc: Exception, settings: Settings) -> JsonRpcException:
             "range, or of the document without one)"
         )
     from cad.selector import ContextTooLongError, ModelLoadError
+    from cad.server.remote import EngineError
 
-    if isinstance(exc, BudgetSpent | ContextTooLongError):
+    if isinstance(exc, BudgetSpent | ContextTooLongError | EngineError):
         return JsonRpcInternalError(str(exc))
     if isinstance(exc, ModelLoadError):
         return JsonRpcInternalError(
@@ -601,7 +632,14 @@ def serve(
     output = None if tcp else claim_stdout()
     ls, cad = build_server()
     cad.settings.update(defaults or {})
-    if preload:
+    if preload and cad.settings.engine:
+        from cad.server.remote import EngineError, engine_info
+
+        try:
+            engine_info(cad.settings.engine)
+        except EngineError as exc:
+            log.error("%s", exc)
+    elif preload:
         from cad.selector import ModelLoadError
 
         try:

@@ -35,14 +35,28 @@ def cmd_serve(
         str | None, typer.Option(help="Default dtype: auto, float32, float16 or bfloat16.")
     ] = None,
     adapter: Annotated[str | None, typer.Option(help="Default adapter folder (cad train).")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="Decode on the shared engine at this URL (cad-engine) instead."),
+    ] = None,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
 ) -> None:
     """Run the language server (stdio by default); logs never go to stdout. --model,
     --device, --dtype and --adapter are defaults that the editor's settings override; with
-    --preload they name the model loaded before the first request."""
+    --preload they name the model loaded before the first request. --engine URL sends edits
+    to a shared engine (cad-engine) instead of decoding in this process."""
     address = parse_address(tcp) if tcp else None
+    if engine is not None:
+        from cad.server.remote import EngineError, check_url
+
+        try:
+            check_url(engine)
+        except EngineError:
+            raise UserError(
+                f"--engine {engine!r}: expected the engine's URL, e.g. http://127.0.0.1:8000"
+            ) from None
     from cad.server.serve import serve
 
     try:
@@ -50,7 +64,7 @@ def cmd_serve(
     except OSError as exc:
         raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter}
+    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter, "engine": engine}
     serve(tcp=address, preload=preload, defaults=defaults)
 
 
