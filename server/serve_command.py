@@ -64,7 +64,13 @@ def cmd_serve(
     except OSError as exc:
         raise UserError(f"--log-file {log_file}: cannot open ({exc.strerror})") from None
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    defaults = {"model": model, "device": device, "dtype": dtype, "adapter": adapter, "engine": engine}
+    defaults = {
+        "model": model,
+        "device": device,
+        "dtype": dtype,
+        "adapter": adapter,
+        "engine": engine,
+    }
     serve(tcp=address, preload=preload, defaults=defaults)
 
 
