@@ -24,15 +24,18 @@ class EditError(Exception):
     """A request the engine refuses: HTTP ``status``, a stable ``code`` and a message that
     says what to do."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.details = details or {}
 
     def to_json(self) -> dict[str, Any]:
-        """The error object clients read."""
-        return {"error": {"code": self.code, "message": self.message}}
+        """The error object clients read (``details`` beside the code and message)."""
+        return {"error": {**self.details, "code": self.code, "message": self.message}}
 
 
 def bad_request(message: str, code: str = "invalid_request") -> EditError:

@@ -17,7 +17,7 @@ from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind
 
 from cad.engine.program_mode import EditTokenizer, sampling_options
-from cad.engine.protocol import EditRequest
+from cad.engine.protocol import EditRequest, splice
 from cad.resolver import Document
 from cad.selector import ContextTooLongError, DecodeResult, DecodeStats, Progress
 from cad.selector.prompt import rewrite_prompt
@@ -36,7 +36,7 @@ async def decode_rewrite(
     on_progress: ProgressCallback | None = None,
 ) -> DecodeResult:
     """Rewrite the request's range (or the whole document); the result is the whole new
-    document. ``stats.forwards`` counts engine steps after the prompt's, each of which may
+    document (the range's final line break kept, as :func:`~cad.engine.protocol.splice` says). ``stats.forwards`` counts engine steps after the prompt's, each of which may
     accept several drafted tokens."""
     start = time.perf_counter()
     before, part, after = request.region()
@@ -84,7 +84,7 @@ async def decode_rewrite(
     stats.lines_generated = text.count("\n")
     stats.wall_s = time.perf_counter() - start
     stats.decode_s = stats.wall_s - stats.prefill_s
-    return DecodeResult(None, before + text + after, stats)
+    return DecodeResult(None, splice(before, part, text, after), stats)
 
 
 def _decode(tokens: EditTokenizer, ids: list[int]) -> str:

@@ -173,14 +173,15 @@ class EditService:
             raise EditError(503, "aborted", f"{exc}; run the edit again") from None
         finally:
             self.running -= 1
+        program = format_program(result.program) if result.program is not None else ""
         if result.stats.truncated:
             raise EditError(
                 422,
                 "budget_spent",
                 f"the model used its whole budget of {request.max_new_tokens} tokens without "
                 "finishing; nothing to apply (raise max_new_tokens or edit a smaller range)",
+                {"program": program},
             )
-        program = format_program(result.program) if result.program is not None else ""
         return {
             "program": program,
             "text": result.text,
