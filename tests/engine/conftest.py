@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def make_engine_model(directory: Path) -> Path:
     chain.append(tokenizer.eos_token_id)
     with torch.no_grad():
         embeddings, output = model.model.embed_tokens.weight, model.lm_head.weight
-        for step, (token, following) in enumerate(zip(chain, chain[1:], strict=False)):
+        for step, (token, following) in enumerate(pairwise(chain)):
             embeddings[token] = 0.0
             embeddings[token, step] = 10.0
             output[following, step] = 10.0

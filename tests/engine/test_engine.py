@@ -23,7 +23,11 @@ STEPS = "vllm:iteration_tokens_total_count"
 
 
 def forced(before: str, after: str) -> dict:
-    return {"document": before, "instruction": INSTRUCTION, "program": format_program(oracle(before, after))}
+    return {
+        "document": before,
+        "instruction": INSTRUCTION,
+        "program": format_program(oracle(before, after)),
+    }
 
 
 def test_forced_heval_edits_are_exact_and_equal_to_in_process(engine, loaded_engine_model) -> None:
@@ -36,7 +40,13 @@ def test_forced_heval_edits_are_exact_and_equal_to_in_process(engine, loaded_eng
     for (before, after), (_, answer) in list(zip(pairs, answers, strict=True))[:3]:
         reference = decoder.edit(before, INSTRUCTION, program=oracle(before, after))
         assert answer["program"] == format_program(reference.program)
-        for key in ("forwards", "prefill_tokens", "generated_tokens", "forced_tokens", "copied_tokens"):
+        for key in (
+            "forwards",
+            "prefill_tokens",
+            "generated_tokens",
+            "forced_tokens",
+            "copied_tokens",
+        ):
             assert answer["stats"][key] == getattr(reference.stats, key), key
 
 
@@ -50,7 +60,8 @@ def test_engine_steps_are_one_per_forward_and_copies_cost_one(engine) -> None:
     program = Program((CopyLines(1, 99), Gen("line one hundred\n"), CopyLines(101, 200)))
     steps = engine.metric(STEPS)
     status, answer = engine.post(
-        "/v1/cad/edit", {"document": document, "instruction": "x", "program": format_program(program)}
+        "/v1/cad/edit",
+        {"document": document, "instruction": "x", "program": format_program(program)},
     )
     assert answer["text"] == document.replace("line 100\n", "line one hundred\n")
     stats = answer["stats"]
