@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
+import time
 from argparse import Namespace
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,12 +19,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.datastructures import State
+from vllm.logger import init_logger
 
 from cad.engine.protocol import EditError, EditRequest, ndjson, parse_edit_request
 from cad.engine.service import EditService
 from cad.selector import Progress
 
-log = logging.getLogger("cad.engine")
+log = init_logger("vllm.cad")
 HEARTBEAT_S = 0.5
 router = APIRouter()
 
@@ -103,22 +104,29 @@ async def cad_edit(request: Request) -> Response:
 
 
 async def _streamed(service: EditService, edit: EditRequest, lora: Any) -> AsyncIterator[bytes]:
-    """Progress lines while the edit runs, a heartbeat in each quiet half second, then the
-    result or the error. Closing this stream (the client left) cancels the edit."""
+    """Progress lines while the edit runs (when an op completes, every 32 tokens, and at least
+    every half second), a heartbeat in each quiet half second, then the result or the error.
+    Closing this stream (the client left) cancels the edit."""
     events: asyncio.Queue[Progress] = asyncio.Queue()
     task = asyncio.create_task(service.edit(edit, lora, events.put_nowait))
+    shown: Progress | None = None
+    last = time.monotonic()
     try:
         while not task.done():
             getter = asyncio.ensure_future(events.get())
             done, _ = await asyncio.wait(
                 {task, getter}, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED
             )
-            if getter in done:
-                yield ndjson({"progress": _progress(getter.result())})
-            else:
+            if getter not in done:
                 getter.cancel()
                 if not done:
+                    last = time.monotonic()
                     yield ndjson({"heartbeat": True})
+                continue
+            progress = getter.result()
+            if _worth_showing(progress, shown) or time.monotonic() - last >= HEARTBEAT_S:
+                shown, last = progress, time.monotonic()
+                yield ndjson({"progress": _progress(progress)})
         try:
             yield ndjson({"result": task.result()})
         except EditError as error:
@@ -128,6 +136,15 @@ async def _streamed(service: EditService, edit: EditRequest, lora: Any) -> Async
             yield ndjson(_internal(exc).to_json())
     finally:
         task.cancel()
+
+
+def _worth_showing(progress: Progress, shown: Progress | None) -> bool:
+    """A new op, or 32 more tokens, since the progress last sent."""
+    return (
+        shown is None
+        or progress.ops != shown.ops
+        or progress.tokens_generated - shown.tokens_generated >= 32
+    )
 
 
 def _progress(progress: Progress) -> dict[str, int]:

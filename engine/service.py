@@ -9,7 +9,6 @@ many clients batch in the engine like any other requests.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import uuid
 from collections.abc import Callable
@@ -19,15 +18,19 @@ from typing import Any
 
 from vllm.engine.protocol import EngineClient
 
-from cad.engine.program_mode import EditTokenizer, EngineProtocolError, decode_program
+from cad.engine.launcher import PROCESSOR
+from cad.engine.program_mode import (
+    EditTokenizer,
+    EngineProtocolError,
+    decode_program,
+    sampling_options,
+)
 from cad.engine.protocol import EditError, EditRequest, bad_request, splice
 from cad.engine.rewrite_mode import decode_rewrite
 from cad.engine.session import EngineAborted, EngineSession
 from cad.resolver import ProgramError, format_program
 from cad.selector import ContextTooLongError, DecodeResult, Progress
 
-log = logging.getLogger("cad.engine")
-PROCESSOR = "cad.engine.processor:ProgramLogitsProcessor"
 MAX_EDITS_VARIABLE = "CAD_ENGINE_MAX_EDITS"
 ProgressCallback = Callable[[Progress], None]
 
@@ -44,13 +47,14 @@ def processor_loaded(logits_processors: Any) -> bool:
 @dataclass
 class EditService:
     """Everything the ``/v1/cad`` routes need: the engine, the tokenizer tables, the models
-    and adapters it serves, the modes it can run and the edit limit."""
+    and adapters it serves, why it cannot run program mode (``None``: it can), its
+    speculative method and the edit limit."""
 
     engine: EngineClient
     tokens: EditTokenizer
     models: tuple[str, ...]
     serving_models: Any
-    program_mode: str | None
+    program_refusal: str | None
     speculative: str | None
     max_edits: int
     running: int = 0
@@ -76,15 +80,15 @@ class EditService:
 
         speculative = config.speculative_config
         method = getattr(speculative, "method", None) if speculative is not None else None
-        unavailable = None
+        refusal = None
         if speculative is not None:
-            unavailable = (
+            refusal = (
                 f"this engine runs speculative decoding ({method}) for rewrite mode, and vLLM "
                 "cannot combine it with the program logits processor; program mode needs an "
                 "engine started with cad-engine and no --speculative-config"
             )
         elif not processor_loaded(model_config.logits_processors):
-            unavailable = (
+            refusal = (
                 "this engine runs without the program logits processor; start it with "
                 "cad-engine (or pass --logits-processors " + PROCESSOR + ")"
             )
@@ -96,7 +100,7 @@ class EditService:
             tokens=await asyncio.to_thread(tables),
             models=names,
             serving_models=serving_models,
-            program_mode=unavailable,
+            program_refusal=refusal,
             speculative=method,
             max_edits=limit if limit > 0 else 4 * config.scheduler_config.max_num_seqs,
         )
@@ -107,7 +111,7 @@ class EditService:
             "model": self.models[0],
             "models": list(self.models),
             "adapters": sorted(self.serving_models.lora_requests),
-            "modes": ["program", "rewrite"] if self.program_mode is None else ["rewrite"],
+            "modes": ["program", "rewrite"] if self.program_refusal is None else ["rewrite"],
             "speculative": self.speculative,
             "max_model_len": self.tokens.context_length,
             "max_edits": self.max_edits,
@@ -124,8 +128,8 @@ class EditService:
                 f"the engine is running its limit of {self.max_edits} edits; try again in a "
                 f"few seconds (the operator can raise {MAX_EDITS_VARIABLE})",
             )
-        if request.mode == "program" and self.program_mode is not None:
-            raise bad_request(self.program_mode, "mode_unavailable")
+        if request.mode == "program" and self.program_refusal is not None:
+            raise bad_request(self.program_refusal, "mode_unavailable")
         if request.model is not None and not self._serves(request.model):
             raise EditError(
                 400,
@@ -204,8 +208,6 @@ class EditService:
                 lora_request=lora,
                 on_progress=on_progress,
             )
-        from cad.engine.program_mode import sampling_options
-
         before, part, after = request.region()
         async with EngineSession(
             self.engine, request_id, sampling_options(request.sampling), lora

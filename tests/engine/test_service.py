@@ -56,7 +56,7 @@ def test_refusals(service, fields: dict, running: int, status: int, code: str) -
 
 
 def test_program_mode_needs_the_processor(service) -> None:
-    service.program_mode = "this engine runs without the program logits processor"
+    service.program_refusal = "this engine runs without the program logits processor"
     with pytest.raises(EditError, match="without the program logits processor"):
         service.admit(request())
     assert service.admit(request(mode="rewrite")) is None
