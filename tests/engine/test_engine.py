@@ -91,6 +91,15 @@ def test_free_decoding_equals_the_in_process_decoder(engine, loaded_engine_model
     assert lines[-1]["error"]["program"] == format_program(reference.program)
 
 
+def test_a_range_keeps_the_lines_around_it(engine) -> None:
+    document = "head\nfix me\nkeep\ntail\n"
+    program = '<gen>fixed\n</gen>\n<copy lines="2-2"/>\n</program>'
+    body = {"document": document, "program": program, "range": [2, 3]}
+    status, answer = engine.post("/v1/cad/edit", body)
+    assert status == 200, answer
+    assert answer["text"] == "head\nfixed\nkeep\ntail\n"
+
+
 def test_rewrite_route_writes_the_model_reply(engine) -> None:
     status, answer = engine.post(
         "/v1/cad/edit",
