@@ -55,10 +55,12 @@ class Settings:
     maxNewTokens: int = 2048
     mode: str = "auto"
     compile: bool = False
+    engine: str | None = None
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
-        empty ``adapter`` means none. Values are checked when an edit needs them."""
+        empty ``adapter`` means none, an empty ``engine`` decoding in this process. Values are
+        checked when an edit needs them."""
         if not isinstance(values, dict):
             return
         values = values.get("cad", values) if isinstance(values.get("cad"), dict) else values
@@ -67,10 +69,12 @@ class Settings:
                 setattr(self, item.name, values[item.name])
         if not self.adapter:
             self.adapter = None
+        if not self.engine:
+            self.engine = None
 
     def check(self) -> None:
         """Raise InvalidParams naming the first setting of the wrong type."""
-        for name in ("model", "device", "dtype", "adapter", "mode"):
+        for name in ("model", "device", "dtype", "adapter", "mode", "engine"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise JsonRpcInvalidParams(f"cad.{name} is {value!r}; set it to text")
@@ -509,6 +513,8 @@ def _decode(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Out
 
 
 def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> Outcome:
+    if cad.settings.engine:
+        return _run_remote(cad.settings, job, flag, report)
     from cad.selector import Decoder
     from cad.selector.rewrite import rewrite
 
@@ -536,6 +542,31 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
     return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode.value})
 
 
+def _run_remote(settings: Settings, job: Job, flag: threading.Event, report: Any) -> Outcome:
+    """The edit decoded by the shared engine at ``settings.engine`` (``cad serve --engine``).
+    The model is named only when the editor chose one other than the default."""
+    from cad.selector import Cancelled
+    from cad.server.remote import EngineBudgetSpent, remote_edit
+
+    try:
+        result = remote_edit(
+            settings.engine or "",
+            job.region,
+            job.request.instruction,
+            mode=job.mode,
+            max_new_tokens=job.budget,
+            model=None if settings.model == Settings.model else settings.model,
+            adapter=settings.adapter,
+            on_progress=report,
+            cancel=flag,
+        )
+    except EngineBudgetSpent:
+        raise BudgetSpent(job.budget) from None
+    if result is None:
+        raise Cancelled("edit cancelled")
+    return Outcome(result.program, result.text, result.stats)
+
+
 class BudgetSpent(Exception):
     """The model used its whole token budget without finishing the edit."""
 
@@ -555,12 +586,13 @@ def failure(exc: Exception, settings: Settings) -> JsonRpcException:
         )
     from cad.selector import ContextTooLongError, ModelLoadError
     from cad.selector.adapters import AdapterBaseMismatch
+    from cad.server.remote import EngineError
 
     if isinstance(exc, JsonRpcException):
         return exc
     if isinstance(exc, AdapterBaseMismatch):
         return JsonRpcInvalidParams(f"{exc}; clear cad.model to run it on {exc.base}")
-    if isinstance(exc, BudgetSpent | ContextTooLongError):
+    if isinstance(exc, BudgetSpent | ContextTooLongError | EngineError):
         return JsonRpcInternalError(str(exc))
     if isinstance(exc, ModelLoadError):
         return JsonRpcInternalError(
@@ -646,7 +678,14 @@ def serve(
     output = None if tcp else claim_stdout()
     ls, cad = build_server()
     cad.settings.update(defaults or {})
-    if preload:
+    if preload and cad.settings.engine:
+        from cad.server.remote import EngineError, engine_info
+
+        try:
+            engine_info(cad.settings.engine)
+        except EngineError as exc:
+            log.error("%s", exc)
+    elif preload:
         from cad.selector import ModelLoadError
 
         try:

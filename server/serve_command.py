@@ -75,6 +75,10 @@ def cmd_serve(
             help="Default for static KV cache and compiled forwards; --preload compiles them.",
         ),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="Decode on the shared engine at this URL (cad-engine) instead."),
+    ] = None,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
@@ -84,8 +88,18 @@ def cmd_serve(
 ) -> None:
     """Run the language server (stdio by default); logs never go to stdout. --model,
     --device, --dtype and --adapter are defaults that the editor's settings override; with
-    --preload they name the model loaded before the first request."""
+    --preload they name the model loaded before the first request. --engine URL sends edits
+    to a shared engine (cad-engine) instead of decoding in this process."""
     address = parse_address(tcp) if tcp else None
+    if engine is not None:
+        from cad.server.remote import EngineError, check_url
+
+        try:
+            check_url(engine)
+        except EngineError:
+            raise UserError(
+                f"--engine {engine!r}: expected the engine's URL, e.g. http://127.0.0.1:8000"
+            ) from None
     from cad.server.serve import serve
 
     configure_logging(log_file, verbose)
@@ -95,6 +109,7 @@ def cmd_serve(
         "dtype": dtype,
         "adapter": adapter,
         "compile": compile,
+        "engine": engine,
     }
     status = serve(tcp=address, preload=preload, defaults=defaults)
     if status:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERIC = ("resolver", "grammar", "selector", "server", "training", "bench")
+GENERIC = ("resolver", "grammar", "selector", "server", "training", "engine", "bench")
 
 
 def _setuptools_config() -> dict:

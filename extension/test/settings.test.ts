@@ -34,6 +34,7 @@ describe("readSettings", () => {
         mode: "rewrite",
         snap: true,
         preview: true,
+        engine: " http://gpu:8000 ",
       }),
     );
     assert.deepEqual(settings, {
@@ -46,6 +47,7 @@ describe("readSettings", () => {
       mode: "rewrite",
       snap: true,
       preview: true,
+      engine: "http://gpu:8000",
     });
   });
   it("rejects malformed values", () => {
@@ -67,6 +69,7 @@ describe("toServerSettings", () => {
       dtype: "auto",
       maxNewTokens: 2048,
       mode: "rewrite",
+      engine: "",
     });
   });
   it("resolves mode auto: program with an adapter, rewrite without", () => {
@@ -99,6 +102,7 @@ describe("changes", () => {
     assert.equal(serverSettingsChanged(base, { ...base, snap: true }), false);
     assert.equal(serverSettingsChanged(base, { ...base, mode: "program" }), true);
     assert.equal(serverSettingsChanged(base, { ...base, maxNewTokens: 10 }), true);
+    assert.equal(serverSettingsChanged(base, { ...base, engine: "http://gpu:8000" }), true);
   });
 });
 

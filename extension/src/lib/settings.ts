@@ -26,6 +26,7 @@ export const DEFAULTS = {
   mode: "auto",
   snap: false,
   preview: false,
+  engine: "",
 } as const satisfies CadSettings;
 
 /** Every `cad.*` setting, as the extension uses them. */
@@ -42,6 +43,8 @@ export interface CadSettings {
   /** Ask the server to widen a selection to the enclosing function or class. */
   snap: boolean;
   preview: boolean;
+  /** URL of a shared engine (`cad-engine`) to decode on; empty: decode in the server. */
+  engine: string;
 }
 
 /** What the server's `Settings.update` understands. */
@@ -55,6 +58,8 @@ export interface ServerSettings {
   maxNewTokens: number;
   /** Never `auto`: the extension resolves it (see {@link serverMode}). */
   mode: "program" | "rewrite";
+  /** Always sent: an empty string tells the server to decode in process again. */
+  engine: string;
 }
 
 /** Reads one setting under `cad.` (e.g. `WorkspaceConfiguration.get`). */
@@ -77,6 +82,7 @@ export function readSettings(read: SettingReader): CadSettings {
     mode: EDIT_MODES.find((mode) => mode === read("mode")) ?? DEFAULTS.mode,
     snap: flag(read("snap"), DEFAULTS.snap),
     preview: flag(read("preview"), DEFAULTS.preview),
+    engine: typeof read("engine") === "string" ? (read("engine") as string).trim() : DEFAULTS.engine,
   };
 }
 
@@ -103,6 +109,7 @@ export function toServerSettings(settings: CadSettings): ServerSettings {
     dtype: settings.dtype,
     maxNewTokens: settings.maxNewTokens,
     mode: serverMode(settings),
+    engine: settings.engine,
   };
   if (settings.adapter !== "") {
     server.adapter = settings.adapter;

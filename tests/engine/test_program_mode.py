@@ -1,0 +1,118 @@
+"""Program mode's chunk loop against a stand-in engine built on the in-process model: the same
+bytes, programs and forwards as the in-process decoder, with copies prefilled in one forward
+and gen bodies decoded inside one chunk. The stand-in keeps vLLM's session rules: a chunk is
+prefilled in one forward, sampling happens under the processor's masks, and a chunk's last
+sampled token stays out of the cache until the next chunk feeds it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from cad.engine.masking import BatchMasks
+from cad.engine.program_mode import Chunk, EditTokenizer, decode_program, in_gen_body
+from cad.grammar import ProgramTokenIndex
+from cad.resolver import CopyLines, Gen, Program, format_program, oracle
+from cad.selector import ContextTooLongError, Decoder, kv
+from tests.conftest import heval_pairs
+
+INSTRUCTION = "Fix the bug."
+
+
+class ModelSession:
+    """An engine of one request: the tiny model, a KV cache and the processor's masks."""
+
+    def __init__(self, loaded, index: ProgramTokenIndex) -> None:
+        self.loaded = loaded
+        self.cache = kv.new_cache(loaded.model)
+        self.masks = BatchMasks(lambda: index, 1)
+        self.chunks: list[Chunk] = []
+        self.forwards = 0
+
+    def _forward(self, tokens: list[int]) -> torch.Tensor:
+        self.forwards += 1
+        return kv.append(self.loaded.model, self.cache, tokens, self.loaded.device)
+
+    async def run(self, chunk: Chunk) -> list[int]:
+        self.chunks.append(chunk)
+        sampled: list[int] = []
+        self.masks.remove(0)
+        self.masks.add(0, chunk.spec, sampled)
+        logits = self._forward(chunk.tokens)
+        while True:
+            masked = self.masks.apply(logits[None].clone())
+            token = int(torch.argmax(masked[0]))
+            sampled.append(token)
+            if len(sampled) >= chunk.max_tokens or token in chunk.stop_token_ids:
+                return sampled
+            logits = self._forward([token])
+
+
+def decode(loaded, tokens: EditTokenizer, before: str, **options):
+    session = ModelSession(loaded, tokens.index)
+    result = asyncio.run(decode_program(tokens, session, before, INSTRUCTION, **options))
+    return result, session
+
+
+@pytest.fixture(scope="module")
+def tokens(tiny_qwen) -> EditTokenizer:
+    index = ProgramTokenIndex.for_tokenizer(tiny_qwen.tokenizer, tiny_qwen.vocab_size)
+    return EditTokenizer(tiny_qwen.tokenizer, index, tiny_qwen.context_length)
+
+
+def test_forced_programs_match_the_in_process_decoder(tiny_qwen, tokens) -> None:
+    decoder = Decoder(tiny_qwen, max_new_tokens=4096)
+    for before, after in heval_pairs("python")[:2]:
+        program = oracle(before, after)
+        result, session = decode(tiny_qwen, tokens, before, program=program, max_new_tokens=4096)
+        reference = decoder.edit(before, INSTRUCTION, program=program)
+        assert result.text == reference.text == after
+        assert result.program == reference.program == program
+        for key in ("forwards", "generated_tokens", "forced_tokens", "copied_tokens", "ops"):
+            assert getattr(result.stats, key) == getattr(reference.stats, key), key
+        assert session.forwards == result.stats.forwards + 1
+
+
+def test_free_decoding_matches_the_in_process_decoder(tiny_qwen, tokens) -> None:
+    before = heval_pairs("python")[0][0]
+    result, session = decode(tiny_qwen, tokens, before, max_new_tokens=16)
+    reference = Decoder(tiny_qwen, max_new_tokens=16).edit(before, INSTRUCTION)
+    assert format_program(result.program) == format_program(reference.program)
+    assert result.text == reference.text
+    assert result.stats.truncated and reference.stats.truncated
+    # The in-process decoder feeds its last decision before it notices the spent budget.
+    assert result.stats.forwards == reference.stats.forwards - 1 == session.forwards - 1
+
+
+def test_copies_are_one_chunk_and_gen_bodies_decode_inside_one(tiny_qwen, tokens) -> None:
+    before = "".join(f"line {i}\n" for i in range(1, 201))
+    body = "a generated line without closing brackets\n"
+    program = Program((CopyLines(1, 99), Gen(body), CopyLines(101, 200)))
+    result, session = decode(tiny_qwen, tokens, before, program=program)
+    assert result.text == before.replace("line 100\n", body)
+    copies = [c for c in session.chunks[1:] if len(c.tokens) > 200]
+    assert len(copies) == 2  # each copy's text went in with ONE chunk, i.e. one forward
+    gen_chunks = [c for c in session.chunks if in_gen_body(c.spec.program)]
+    assert gen_chunks and all(c.max_tokens > 1 for c in gen_chunks)
+    assert len(session.chunks) < result.stats.generated_tokens
+    assert session.forwards == result.stats.forwards + 1
+
+
+def test_budget_and_context_limits(tiny_qwen, tokens) -> None:
+    program = Program((CopyLines(1, 1), Gen("a long generated tail " * 20)))
+    result, _ = decode(tiny_qwen, tokens, "keep\n", program=program, max_new_tokens=8)
+    assert result.stats.truncated and result.stats.generated_tokens == 8
+    assert result.text.startswith("keep\n")
+    short = EditTokenizer(tokens.tokenizer, tokens.index, 256)
+    with pytest.raises(ContextTooLongError, match="context is 256"):
+        decode(tiny_qwen, short, "word " * 400)
+
+
+def test_gen_body_detection() -> None:
+    assert not in_gen_body(b"")
+    assert in_gen_body(b"<gen>")
+    assert in_gen_body(b'<copy lines="1-2"/>\n<gen>x <gen> </ge')
+    assert not in_gen_body(b"<gen>x</gen>\n<")
+    assert in_gen_body(b"<gen>x</gen>\n<gen>a <\\/gen>")

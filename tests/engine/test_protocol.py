@@ -1,0 +1,78 @@
+"""The ``/v1/cad/edit`` request: every field checked, every problem one HTTP 400 that names
+the field; ranges split and splice the document like the language server does."""
+
+from __future__ import annotations
+
+import pytest
+
+from cad.engine.protocol import EditError, parse_edit_request, splice
+from cad.resolver import CopyLines, Gen
+from cad.selector import Sampling
+
+DOCUMENT = "a\nb\nc\nd\n"
+
+
+def test_a_full_request() -> None:
+    request = parse_edit_request(
+        {
+            "document": DOCUMENT,
+            "instruction": "swap",
+            "mode": "program",
+            "range": [2, 3],
+            "program": '<copy lines="2-2"/>\n<gen>x\n</gen>\n</program>',
+            "max_new_tokens": 64,
+            "subline": True,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "seed": 7,
+            "model": "m",
+            "adapter": "selector",
+            "stream": True,
+        }
+    )
+    assert request.lines == (2, 3)
+    assert request.program is not None and request.program.ops == (CopyLines(2, 2), Gen("x\n"))
+    assert request.sampling == Sampling(0.5, 0.9, 7)
+    assert (request.max_new_tokens, request.subline, request.stream) == (64, True, True)
+    assert (request.model, request.adapter) == ("m", "selector")
+    assert request.region() == ("a\n", "b\nc\n", "d\n")
+
+
+def test_defaults() -> None:
+    request = parse_edit_request({"document": DOCUMENT, "instruction": "x"})
+    assert request.mode == "program" and request.lines is None and request.program is None
+    assert request.region() == ("", DOCUMENT, "")
+    assert request.sampling == Sampling() and not request.stream
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ([], "JSON object"),
+        ({"instruction": "x"}, "'document'"),
+        ({"document": DOCUMENT}, "'instruction'"),
+        ({"document": DOCUMENT, "instruction": " "}, "'instruction'"),
+        ({"document": DOCUMENT, "instruction": "x", "mode": "fast"}, "'mode'"),
+        ({"document": DOCUMENT, "instruction": "x", "range": [3, 2]}, "'range'"),
+        ({"document": DOCUMENT, "instruction": "x", "range": [1, 9]}, "has 4 lines"),
+        ({"document": DOCUMENT, "instruction": "x", "range": "1-2"}, "'range'"),
+        ({"document": DOCUMENT, "instruction": "x", "max_new_tokens": 0}, "'max_new_tokens'"),
+        ({"document": DOCUMENT, "instruction": "x", "max_new_tokens": True}, "'max_new_tokens'"),
+        ({"document": DOCUMENT, "instruction": "x", "top_p": 0}, "'top_p'"),
+        ({"document": DOCUMENT, "instruction": "x", "stream": "yes"}, "'stream'"),
+        ({"document": DOCUMENT, "program": "<copy"}, "fix the program"),
+        ({"document": DOCUMENT, "mode": "rewrite", "program": "</program>"}, "program mode"),
+    ],
+)
+def test_bad_requests_name_the_field(body, says: str) -> None:
+    with pytest.raises(EditError, match=says) as caught:
+        parse_edit_request(body)
+    assert caught.value.status == 400
+    assert caught.value.to_json()["error"]["message"] == caught.value.message
+
+
+def test_splice_keeps_the_line_break_of_the_range() -> None:
+    assert splice("a\n", "b\n", "B", "c\n") == "a\nB\nc\n"
+    assert splice("a\n", "b\r\n", "B", "c\n") == "a\nB\r\nc\n"
+    assert splice("a\n", "b\n", "", "c\n") == "a\nc\n"
+    assert splice("a\n", "b", "B", "") == "a\nB"
