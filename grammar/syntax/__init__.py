@@ -1,0 +1,1 @@
+"""Language grammars behind the Matcher interface."""
