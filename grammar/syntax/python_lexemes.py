@@ -250,6 +250,9 @@ def code_lexer() -> Dfa:
     rules.append(("NUMBER", _number()))
     rules.append(("IMAG", _imaginary()))
     rules += [(op, text(op)) for op in OPERATORS]
+    # two dots are two '.' tokens; as one lexeme they keep maximal munch from stalling on
+    # the way to '...' (``from .. import x``)
+    rules.append(("..", text("..")))
     rules.append(("CONV", seq(text("!"), byte_set(b"rsa"))))
     rules += [
         ("SP", text(" ")),

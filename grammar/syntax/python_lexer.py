@@ -157,6 +157,8 @@ class PythonLexer:
         labels = self.code.dfa.labels
         self._layout = {labels.index(name): groups.layout(name) for name in LAYOUT_LEXEMES}
         self._femptly = labels.index("FEMPTY")
+        self._two_dots = labels.index("..")
+        self._dot = groups.by_label["."]
         self._conv = labels.index("CONV")
         self._colon_group = groups.by_label[":"]
         self._close_brace = groups.by_label["}"]
@@ -311,6 +313,10 @@ class PythonLexer:
         if fstring is not None:
             events.append(groups.fstring_start + (inner if in_field else 0))
             return (*modes, ("f", *fstring))
+        if label == self._two_dots:
+            offset = inner if in_field else 0
+            events.extend((self._dot + offset, self._dot + offset))
+            return modes
         if label == self._femptly:
             offset = inner if in_field else 0
             events.extend((groups.fstring_start + offset, groups.fstring_end + offset))

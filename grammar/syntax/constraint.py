@@ -1,0 +1,121 @@
+"""Where an edit sits in its file, for the syntax constraint.
+
+An edit rewrites a region of whole lines (the whole file without a range). The syntax
+constraint reads the text before the region first, so the region's text starts from the
+parser state the file has there, and it may end only where the text after the region
+still completes a whole file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher
+from cad.resolver import split_lines
+
+
+class SyntaxMismatch(ValueError):
+    """The file does not parse as the language before the edit (with the line where the
+    parser stopped, 1-based, or None when the end of the file came too early)."""
+
+    def __init__(self, language: str, line: int | None) -> None:
+        where = f"at line {line}" if line is not None else "at the end of the file"
+        super().__init__(f"the file does not parse as {language} ({where})")
+        self.language = language
+        self.line = line
+
+
+@dataclass
+class SyntaxConstraint:
+    """A language machine and the region being edited: ``start`` is the machine state after
+    the text before the region, ``suffix`` the text after it."""
+
+    machine: SyntaxMachine
+    start: int
+    suffix: bytes = b""
+    _complete: dict[int, bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def language(self) -> str:
+        """The language's name (``python``, ``json``)."""
+        return self.machine.language
+
+    @classmethod
+    def for_region(
+        cls, machine: SyntaxMachine, before: str, region: str, after: str = ""
+    ) -> SyntaxConstraint:
+        """The constraint for editing ``region`` of the file ``before + region + after``;
+        raises :class:`SyntaxMismatch` when that file does not parse."""
+        prefix = before.encode("utf-8")
+        state = machine.feed(machine.initial, prefix) if prefix else machine.initial
+        if state == DEAD:
+            raise SyntaxMismatch(machine.language, _failing_line(machine, before))
+        constraint = cls(machine, state, after.encode("utf-8"))
+        whole = machine.feed(state, region.encode("utf-8")) if region else state
+        if whole == DEAD or not constraint.complete(whole):
+            raise SyntaxMismatch(machine.language, _failing_line(machine, before + region + after))
+        return constraint
+
+    def complete(self, state: int) -> bool:
+        """Whether the region may end at ``state``: the text after it then completes a
+        whole file."""
+        found = self._complete.get(state)
+        if found is None:
+            if self.suffix:
+                following = self.machine.feed(state, self.suffix)
+                found = following != DEAD and self.machine.is_complete(following)
+            else:
+                found = self.machine.is_complete(state)
+            self._complete[state] = found
+        return found
+
+    def matcher(self) -> RegionMatcher:
+        """A matcher for the region's new text (rewrite mode)."""
+        return RegionMatcher(self)
+
+
+class RegionMatcher(SyntaxMatcher):
+    """A :class:`SyntaxMatcher` for the text of a region: it starts after the text before
+    the region and offers end-of-sequence only where the text after the region completes
+    the file."""
+
+    def __init__(self, constraint: SyntaxConstraint) -> None:
+        super().__init__(constraint.machine, constraint.start)
+        self.constraint = constraint
+
+    def is_accepting(self) -> bool:
+        """Whether the region may end here (or the end-of-sequence token is in)."""
+        return self.is_finished() or self.constraint.complete(self.state)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; end-of-sequence only where the region may end."""
+        if token_id == self.machine.eos_token_id and not self.is_finished():
+            if not self.constraint.complete(self.state):
+                return False
+            self._finished = True
+            self._history.append(self.state)
+            return True
+        return super().accept_token(token_id)
+
+    def packed(self):
+        """Allowed tokens; end-of-sequence set exactly where the region may end."""
+        bits = super().packed()
+        eos = self.machine.eos_token_id
+        if eos is None or self.is_finished():
+            return bits
+        wanted = self.constraint.complete(self.state)
+        if bool(bits[eos >> 3] >> (eos & 7) & 1) != wanted:
+            bits = bits.copy()
+            bits[eos >> 3] ^= 1 << (eos & 7)
+        return bits
+
+
+def _failing_line(machine: SyntaxMachine, text: str) -> int | None:
+    """The 1-based line where the machine stops accepting ``text`` (None: it accepts all of
+    it but the file is not complete)."""
+    state = machine.initial
+    for number, line in enumerate(split_lines(text), 1):
+        state = machine.feed(state, line.encode("utf-8"))
+        if state == DEAD:
+            return number
+    return None
