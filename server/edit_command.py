@@ -19,6 +19,13 @@ from rich.text import Text
 
 from cad.resolver import Program, parse, resolve, split_lines
 from cad.server.files import UserError, read_text, write_atomic
+from cad.server.syntax_setting import (
+    SyntaxChoice,
+    SyntaxPlan,
+    choose_language,
+    load_schema,
+    plan_syntax,
+)
 
 stderr = Console(stderr=True)
 
@@ -162,6 +169,13 @@ def cmd_edit(
     draft_budget: Annotated[
         int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
     ] = None,
+    syntax: Annotated[
+        SyntaxChoice,
+        typer.Option(help="Keep the edited file parsing: auto (by file type), python, json, none."),
+    ] = SyntaxChoice.auto,
+    schema: Annotated[
+        Path | None, typer.Option(help="With --syntax json/auto: a JSON Schema the file follows.")
+    ] = None,
 ) -> None:
     """Edit FILE as --instr says: the model writes an edit program the resolver applies
     (program mode), or the complete updated file drafted from the document (rewrite mode)."""
@@ -180,6 +194,8 @@ def cmd_edit(
     line_range = parse_lines(lines, document) if lines is not None else None
     grammar_source = read_text(grammar) if grammar is not None else None
     drafts = _draft_config(draft_config) if mode is EditMode.rewrite else None
+    parts = _split_region(document, line_range if mode is EditMode.rewrite else None)
+    plan = _syntax_plan(syntax, schema, file, special, parts)
 
     from cad.selector import (
         DEFAULT_MODEL,
@@ -233,6 +249,7 @@ def cmd_edit(
                     on_progress=show,
                     lines=line_range,
                     draft_budget=draft_budget,
+                    syntax=plan.constraint(loaded.tokenizer, loaded.vocab_size, *parts),
                 )
         else:
             decoder = Decoder(
@@ -242,7 +259,13 @@ def cmd_edit(
                 sampling=sampling,
             )
             with _progress_bar("decoding", "ops", "lines copied") as show:
-                result = decoder.edit(document, instr, program=forced, on_progress=show)
+                result = decoder.edit(
+                    document,
+                    instr,
+                    program=forced,
+                    on_progress=show,
+                    syntax=plan.constraint(loaded.tokenizer, loaded.vocab_size, *parts),
+                )
     except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
         raise UserError(str(exc)) from None
 
@@ -252,7 +275,8 @@ def cmd_edit(
             "nothing was written (raise --max-new-tokens or narrow the instruction)"
         )
     if stats_json is not None:
-        write_atomic(stats_json, json.dumps(result.stats.to_dict(), indent=2) + "\n")
+        stats = {**result.stats.to_dict(), "syntax": plan.language or "none"}
+        write_atomic(stats_json, json.dumps(stats, indent=2) + "\n")
     if write:
         write_atomic(file, result.text)
         steps = (
@@ -289,6 +313,43 @@ def _progress_bar(title: str, steps: str, copied: str) -> Iterator[Callable[[Any
             )
 
         yield show
+
+
+def _split_region(document: str, line_range: tuple[int, int] | None) -> tuple[str, str, str]:
+    """``(before, region, after)``: the text the edit may change and what surrounds it."""
+    if line_range is None:
+        return "", document, ""
+    lines = split_lines(document)
+    first, last = line_range
+    return "".join(lines[: first - 1]), "".join(lines[first - 1 : last]), "".join(lines[last:])
+
+
+def _syntax_plan(
+    choice: SyntaxChoice,
+    schema: Path | None,
+    file: Path,
+    special: str | None,
+    parts: tuple[str, str, str],
+) -> SyntaxPlan:
+    """Which language the edit is held to; checked against the file before a model loads."""
+    if special is not None:
+        if choice not in (SyntaxChoice.auto, SyntaxChoice.none) or schema is not None:
+            raise UserError(f"--syntax and --schema do not apply to {special}; leave them out")
+        return SyntaxPlan(None)
+    if schema is not None and choice not in (SyntaxChoice.auto, SyntaxChoice.json):
+        raise UserError(f"--schema types JSON files; it does not apply to --syntax {choice}")
+    language = "json" if schema is not None else choose_language(choice, path=str(file))
+    loaded_schema = load_schema(schema) if schema is not None else None
+    before, region, after = parts
+    return plan_syntax(
+        choice,
+        language=language,
+        schema=loaded_schema,
+        before=before,
+        region=region,
+        after=after,
+        warn=lambda line: print(line, file=sys.stderr),
+    )
 
 
 def _draft_config(path: Path | None) -> Any:

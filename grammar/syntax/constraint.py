@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher
+import torch
+
+from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher, packed_to_bool
 from cad.resolver import split_lines
 
 
@@ -18,9 +20,12 @@ class SyntaxMismatch(ValueError):
     """The file does not parse as the language before the edit (with the line where the
     parser stopped, 1-based, or None when the end of the file came too early)."""
 
-    def __init__(self, language: str, line: int | None) -> None:
+    def __init__(self, language: str, line: int | None, schema: bool = False) -> None:
         where = f"at line {line}" if line is not None else "at the end of the file"
-        super().__init__(f"the file does not parse as {language} ({where})")
+        what = "JSON that follows the schema" if schema else language.capitalize()
+        if language == "json" and not schema:
+            what = "JSON"
+        super().__init__(f"the file does not parse as {what} ({where})")
         self.language = language
         self.line = line
 
@@ -34,6 +39,7 @@ class SyntaxConstraint:
     start: int
     suffix: bytes = b""
     _complete: dict[int, bool] = field(default_factory=dict, repr=False)
+    _steps: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
 
     @property
     def language(self) -> str:
@@ -48,12 +54,15 @@ class SyntaxConstraint:
         raises :class:`SyntaxMismatch` when that file does not parse."""
         prefix = before.encode("utf-8")
         state = machine.feed(machine.initial, prefix) if prefix else machine.initial
+        schema = getattr(machine, "schema", False)
         if state == DEAD:
-            raise SyntaxMismatch(machine.language, _failing_line(machine, before))
+            raise SyntaxMismatch(machine.language, _failing_line(machine, before), schema)
         constraint = cls(machine, state, after.encode("utf-8"))
         whole = machine.feed(state, region.encode("utf-8")) if region else state
         if whole == DEAD or not constraint.complete(whole):
-            raise SyntaxMismatch(machine.language, _failing_line(machine, before + region + after))
+            raise SyntaxMismatch(
+                machine.language, _failing_line(machine, before + region + after), schema
+            )
         return constraint
 
     def complete(self, state: int) -> bool:
@@ -68,6 +77,34 @@ class SyntaxConstraint:
                 found = self.machine.is_complete(state)
             self._complete[state] = found
         return found
+
+    def token_step(self, state: int, token: int) -> int:
+        """The state after ``token`` (memoised); :data:`DEAD` if the region's text cannot go
+        on with it. The end-of-sequence token leaves the state as it is where the region may
+        end and is :data:`DEAD` elsewhere."""
+        key = (state, token)
+        found = self._steps.get(key)
+        if found is None:
+            machine = self.machine
+            if token == machine.eos_token_id:
+                found = state if self.complete(state) else DEAD
+            elif 0 <= token < machine.vocab_size and machine.token_bytes[token]:
+                found = machine.feed(state, machine.token_bytes[token])  # type: ignore[arg-type]
+            else:
+                found = DEAD
+            self._steps[key] = found
+        return found
+
+    def allowed(self, state: int, stops: frozenset[int] = frozenset()) -> torch.Tensor:
+        """The tokens the region's text may go on with from ``state`` (``(vocab,)`` bool);
+        the end-of-sequence token and every id in ``stops`` exactly where it may end."""
+        bits = self.machine.packed(state)
+        allowed = packed_to_bool(bits, self.machine.vocab_size)
+        complete = self.complete(state)
+        for stop in {*stops, self.machine.eos_token_id}:
+            if stop is not None and 0 <= stop < len(allowed):
+                allowed[stop] = complete
+        return allowed
 
     def matcher(self) -> RegionMatcher:
         """A matcher for the region's new text (rewrite mode)."""

@@ -116,6 +116,7 @@ class PaddedMachine:
     def __init__(self, inner: SyntaxMachine) -> None:
         self.inner = inner
         self.language = inner.language
+        self.schema = True
         self.vocab_size = inner.vocab_size
         self.eos_token_id = inner.eos_token_id
         self.token_bytes = inner.token_bytes

@@ -267,7 +267,7 @@ class SyntaxProgramMatcher:
                 if not feed(_unescape(body[definite:decided])):
                     return False
                 definite = decided
-        if not broken and not self._open(fsm, syntax):
+        if not broken and not self._open(fsm, syntax, body[definite:]):
             if not lenient:
                 return False
             broken = True
@@ -286,9 +286,12 @@ class SyntaxProgramMatcher:
         self._broken = broken
         return True
 
-    def _open(self, fsm: State, syntax: int) -> bool:
-        """Whether some continuation from ``fsm`` keeps the text a prefix of a file."""
+    def _open(self, fsm: State, syntax: int, held: bytes = b"") -> bool:
+        """Whether some continuation from ``fsm`` keeps the text a prefix of a file
+        (``held``: the undecided end of a gen body)."""
         mode = fsm[0]
+        if mode == "gen":
+            return self._held_open(syntax, held)
         if mode == "await":
             prefix = fsm[1]
             for opener in self.structure.openers:
@@ -309,6 +312,25 @@ class SyntaxProgramMatcher:
         if mode == "end":
             return self.constraint.complete(syntax)
         return True
+
+    def _held_open(self, syntax: int, held: bytes) -> bool:
+        """Whether held gen-body bytes can still be settled: a prefix of ``</gen>`` can always
+        close the body; an escape in progress must complete or break into viable text."""
+        if b"\\" not in held:
+            return True
+        slash = held.find(b"/")
+        pattern = held + b"/gen>"[len(held) - slash :] if slash >= 0 else held + b"/gen>"
+        feed = self.machine.feed
+        if feed(syntax, _unescape(pattern)) != DEAD:
+            return True
+        following = pattern[len(held)]
+        alternatives = {b"\\"[0]} if slash < 0 else set()
+        for byte in range(1, 256):
+            if byte == following or byte in alternatives:
+                continue
+            if feed(syntax, held + bytes((byte,))) != DEAD:
+                return True
+        return False
 
     # -- copies ------------------------------------------------------------------------------
 
