@@ -66,7 +66,8 @@ def _held(body: bytes) -> int:
 class _Snapshot:
     fsm: State
     syntax: int
-    body: int
+    text: int
+    body_start: int
     definite: int
     broken: bool
 
@@ -115,7 +116,8 @@ class SyntaxProgramMatcher:
         self._line_bytes = [line.encode("utf-8") for line in document.lines]
         self._fsm: State = AWAIT
         self._syntax = constraint.start
-        self._body = bytearray()
+        self._text = bytearray()
+        self._body_start = 0
         self._definite = 0
         self._broken = False
         self._history: list[_Snapshot] = []
@@ -158,7 +160,8 @@ class SyntaxProgramMatcher:
         del self._history[-k:]
         self._fsm = snapshot.fsm
         self._syntax = snapshot.syntax
-        del self._body[snapshot.body :]
+        del self._text[snapshot.text :]
+        self._body_start = snapshot.body_start
         self._definite = snapshot.definite
         self._broken = snapshot.broken
 
@@ -215,7 +218,18 @@ class SyntaxProgramMatcher:
     # -- stepping ----------------------------------------------------------------------------
 
     def _snapshot(self) -> _Snapshot:
-        return _Snapshot(self._fsm, self._syntax, len(self._body), self._definite, self._broken)
+        return _Snapshot(
+            self._fsm,
+            self._syntax,
+            len(self._text),
+            self._body_start,
+            self._definite,
+            self._broken,
+        )
+
+    def _body(self) -> bytes:
+        """The bytes of the gen body in progress."""
+        return bytes(self._text[self._body_start :]) if self._fsm[0] == "gen" else b""
 
     def _advance(
         self, data: bytes, *, cross_ops: bool, lenient: bool, token: int | None = None
@@ -227,7 +241,8 @@ class SyntaxProgramMatcher:
             return False
         fsm = self._fsm
         syntax = self._syntax
-        body = bytes(self._body) if self._fsm[0] == "gen" else b""
+        body = self._body()
+        body_start = self._body_start
         definite = self._definite
         broken = self._broken
         machine = self.machine
@@ -245,11 +260,12 @@ class SyntaxProgramMatcher:
             syntax = following
             return True
 
-        for byte in data:
+        for position, byte in enumerate(data):
             before = fsm
             fsm, op_ended = structure.step(before, byte)  # type: ignore[misc]
             if before[0] == "await" and fsm[0] == "gen":
                 body, definite = b"", 0
+                body_start = len(self._text) + position + 1
             elif before[0] == "gen":
                 body += bytes((byte,))
                 if fsm[0] == "lit":
@@ -279,10 +295,11 @@ class SyntaxProgramMatcher:
         if not accepted:
             return False
         self._history.append(self._snapshot())
+        self._text.extend(data)
         self._fsm = fsm
         self._syntax = syntax
-        self._body[:] = body if fsm[0] == "gen" else b""
-        self._definite = definite if fsm[0] == "gen" else 0
+        self._body_start = body_start
+        self._definite = definite
         self._broken = broken
         return True
 
@@ -446,7 +463,7 @@ class SyntaxProgramMatcher:
         """The FSM's gen mask and'ed with the language's mask at the decided text; tokens
         that may hold, close or escape (and, while bytes are held, every token that would
         continue them) are checked one by one."""
-        held = bytes(self._body[self._definite :])
+        held = self._body()[self._definite :]
         state = self._syntax
         if held:
             state = self.machine.feed(state, held)

@@ -6,8 +6,9 @@ its top selects, interned as one int. Modes (innermost last):
 
 * none — ordinary code;
 * ``("f", quote, triple, raw)`` — the literal text of an f-string;
-* ``("x", depth, level)`` — the expression of a replacement field (code), ``depth`` brackets
-  open inside it, ``level`` format specs around it;
+* ``("x", depth, level, converted)`` — the expression of a replacement field (code),
+  ``depth`` brackets open inside it, ``level`` format specs around it, ``converted`` right
+  after a ``!r`` conversion;
 * ``("s", quote, triple, raw, level)`` — a format spec.
 
 Reading bytes yields *events* for the layer above (:mod:`python_layout`): a token group
@@ -40,7 +41,7 @@ CLOSERS = ("')'", "']'", "'}'")
 MAX_RUN = 1024
 """Longest run of spaces (or tabs) one run event stands for."""
 MAX_SPEC_LEVEL = 2
-"""Replacement fields may sit in format specs two deep, no deeper (as CPython)."""
+"""Replacement fields may sit in format specs two deep, no deeper (one before 3.12)."""
 
 Modes = tuple[tuple, ...]
 
@@ -132,8 +133,11 @@ _ERROR = None
 class PythonLexer:
     """Interned lexer contexts and the step function over bytes."""
 
-    def __init__(self, groups: TokenGroups) -> None:
+    def __init__(self, groups: TokenGroups, version: tuple[int, int] = (3, 13)) -> None:
         self.groups = groups
+        self.pep701 = version >= (3, 12)
+        self.max_spec_level = MAX_SPEC_LEVEL if self.pep701 else 1
+        self._forbidden_cache: dict[Modes, frozenset[int]] = {}
         self.code = _Automaton.of(code_lexer())
         self.fstrings = {
             (quote[0], triple, raw): _Automaton.of(fstring_lexer(quote[0], triple, raw))
@@ -194,6 +198,8 @@ class PythonLexer:
         automaton = self.automaton(modes)
         events: list[int] = []
         for byte in data:
+            if modes and not self.pep701 and byte in self.forbidden(modes):
+                return None
             if state:
                 following = automaton.rows[state][byte]
                 if following != DEAD:
@@ -254,7 +260,7 @@ class PythonLexer:
         """Begin a lexeme with ``byte``: a ':' that opens a format spec is read on its own."""
         if byte == 0x3A and modes and modes[-1][0] == "x" and modes[-1][1] == 0:
             events.append(self.groups.spec_colon + self.groups.count)
-            _, _, level = modes[-1]
+            level = modes[-1][2]
             enclosing = self._enclosing_literal(modes)
             modes = (*modes[:-1], ("s", *enclosing, level + 1))
             return modes, self.automaton(modes), 0
@@ -292,10 +298,10 @@ class PythonLexer:
                 return modes
             if name == "FOPEN":
                 level = top[4] if top[0] == "s" else 0
-                if top[0] == "s" and level > MAX_SPEC_LEVEL:
+                if top[0] == "s" and level > self.max_spec_level:
                     return None
                 events.append(groups.field_open + inner)
-                return (*modes, ("x", 0, level))
+                return (*modes, ("x", 0, level, False))
             if name == "FEND" and top[0] == "f":
                 events.append(groups.fstring_end + inner)
                 return modes[:-1]
@@ -308,6 +314,8 @@ class PythonLexer:
         if layout is not None:
             if not in_field:
                 events.append(layout)
+            elif modes[-1][3] and not self.pep701:
+                return None
             return modes
         fstring = self._fstart.get(label)
         if fstring is not None:
@@ -327,22 +335,43 @@ class PythonLexer:
                 return None
             events.append(group)
             return modes
-        _, depth, level = modes[-1]
+        _, depth, level, converted = modes[-1]
         if label == self._conv:
             if depth:
                 return None
             events.append(groups.conversion + inner)
-            return modes
+            return (*modes[:-1], ("x", depth, level, True))
         if group is None:
             return None
         if group in groups.openers:
-            modes = (*modes[:-1], ("x", depth + 1, level))
+            depth += 1
         elif group in groups.closers:
             if depth == 0:
                 if group != self._close_brace:
                     return None
                 events.append(groups.field_close + inner)
                 return modes[:-1]
-            modes = (*modes[:-1], ("x", depth - 1, level))
+            depth -= 1
+        if converted or depth != modes[-1][1]:
+            modes = (*modes[:-1], ("x", depth, level, False))
         events.append(group + inner)
         return modes
+
+    def forbidden(self, modes: Modes) -> frozenset[int]:
+        """Bytes that cannot appear in ``modes`` before Python 3.12, where an f-string was
+        first read as a plain string: the quote of any f-string around (not the innermost
+        literal's own, which its automaton handles), and inside a replacement field a
+        backslash, a comment, and a line break within a single-quoted f-string."""
+        if self.pep701 or not modes:
+            return frozenset()
+        found = self._forbidden_cache.get(modes)
+        if found is None:
+            literals = [mode for mode in modes if mode[0] in ("f", "s")]
+            innermost = modes[-1] if modes[-1][0] in ("f", "s") else None
+            banned = {ord(m[1]) for m in literals if m is not innermost}
+            if modes[-1][0] == "x":
+                banned.update(b"\\#")
+            if any(not m[2] for m in literals):
+                banned.update(b"\r\n")
+            found = self._forbidden_cache[modes] = frozenset(banned)
+        return found

@@ -270,6 +270,15 @@ class PythonMasks:
                 actions[label] = events[0] if events else _NO_EVENT
         return actions
 
+    def _holding(self, modes: Modes) -> np.ndarray:
+        """Which tokens hold a byte that ``modes`` forbids (they are read one by one)."""
+        banned = self.lexer.forbidden(modes)
+        tokens = self.tokens
+        if not banned:
+            return np.zeros(len(tokens.token_ids), dtype=bool)
+        hits = np.isin(tokens.data, np.array(sorted(banned), dtype=np.uint8)).astype(np.int64)
+        return np.add.reduceat(hits, tokens.offsets) > 0
+
     def _overrides(self, modes: Modes) -> np.ndarray:
         """Bytes that start a lexeme differently in ``modes`` (':' opening a format spec)."""
         special = np.zeros(256, dtype=bool)
@@ -289,6 +298,7 @@ class PythonMasks:
         rows = np.arange(count)
         state = np.zeros(count, dtype=np.int64)
         status = np.zeros(count, dtype=np.int8)  # 0 active, 1 complex, 2 dead
+        status[self._holding(modes)] = 1
         event_rows: list[np.ndarray] = []
         event_keys: list[np.ndarray] = []
         event_values: list[np.ndarray] = []
@@ -424,6 +434,7 @@ class PythonMasks:
         state = np.full(count, start_state, dtype=np.int64)
         status = np.zeros(count, dtype=np.int8)  # 0 inside, 1 other
         status[breaks_first] = 2  # 2: ends the lexeme at the first byte
+        status[self._holding(modes)] = 1
         position = 0
         while True:
             active = rows[(status == 0) & (tokens.lengths > position)]

@@ -49,7 +49,7 @@ class PythonSyntax:
         self.tables = build_tables(read_grammar(text, version))
         self.groups = TokenGroups(self.tables)
         self.parser = GlrParser(self.tables)
-        self.lexer = PythonLexer(self.groups)
+        self.lexer = PythonLexer(self.groups, version)
         self.layout = LayoutParser(self.groups, self.parser)
         self.states: list[tuple[int, int, int]] = []
         self._ids: dict[tuple[int, int, int], int] = {}
