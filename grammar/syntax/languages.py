@@ -107,8 +107,8 @@ class PaddedMachine:
     """A machine whose files may also have whitespace before and after the text the inner
     machine accepts (a JSON Schema's value in a file that ends with a newline).
 
-    States: the inner state for the leading part and the value itself, and ``-(s + 2)`` for
-    "the inner text ended in ``s`` and only whitespace follows". A token is allowed when
+    States: the inner state for the leading part and the value itself, and ``s + TRAILING``
+    for "the inner text ended in ``s`` and only whitespace follows". A token is allowed when
     some split of its bytes into (leading whitespace | value | trailing whitespace) works;
     tokens that mix whitespace with other bytes are checked one by one from a precomputed
     list."""
@@ -135,9 +135,11 @@ class PaddedMachine:
         self._mixed = mixed
         self._cache: dict[int, np.ndarray] = {}
 
+    TRAILING = 1 << 40
+
     def feed(self, state: int, data: bytes) -> int:
         """See :meth:`SyntaxMachine.feed`."""
-        if state <= -2:
+        if state >= self.TRAILING:
             return state if not data.strip(_JSON_WHITESPACE) else DEAD
         following = self.inner.feed(state, data)
         if following != DEAD:
@@ -150,12 +152,12 @@ class PaddedMachine:
         if body != data:
             inner = self.inner.feed(state, body) if body else state
             if inner != DEAD and self.inner.is_complete(inner):
-                return -(inner + 2)
+                return inner + self.TRAILING
         return DEAD
 
     def is_complete(self, state: int) -> bool:
         """See :meth:`SyntaxMachine.is_complete`."""
-        return state <= -2 or self.inner.is_complete(state)
+        return state >= self.TRAILING or self.inner.is_complete(state)
 
     def packed(self, state: int) -> np.ndarray:
         """See :meth:`SyntaxMachine.packed`."""
@@ -163,7 +165,7 @@ class PaddedMachine:
         if cached is not None:
             return cached
         eos = self.eos_token_id
-        if state <= -2:
+        if state >= self.TRAILING:
             bits = self._whitespace.copy()
         else:
             bits = self.inner.packed(state).copy()
