@@ -3,7 +3,10 @@
 
 namespace py = pybind11;
 
+void bind_syntax(py::module_& m);
+
 PYBIND11_MODULE(_native, m) {
     m.doc() = "Compiled hot paths of the masking core.";
     m.attr("ABI_VERSION") = 1;
+    bind_syntax(m);
 }

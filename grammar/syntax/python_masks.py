@@ -42,7 +42,7 @@ _MASK_CACHE = 2048
 
 @dataclass
 class _Node:
-    """A trie node: children by event; leaves as (completion class, packed token bits)."""
+    """A trie node: children by event; leaves as (completion class, token ids)."""
 
     children: dict[int, _Node] = field(default_factory=dict)
     leaves: list[tuple[int, np.ndarray]] = field(default_factory=list)
@@ -57,13 +57,14 @@ class _Tries:
 
     line_start: _Node
     in_line: _Node
+    native: tuple[int, int] | None = None
 
 
 @dataclass
 class _Pending:
     """Masks of a lexer context with a lexeme in progress (see the module docstring)."""
 
-    stay: list[tuple[int, np.ndarray]]
+    stay: _Tries
     breakers: np.ndarray
     ending: tuple[tuple[int, ...], Modes] | None
     others: _Tries
@@ -107,6 +108,8 @@ class PythonMasks:
         self._pending: dict[int, _Pending] = {}
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._starts: OrderedDict[tuple[Modes, int], np.ndarray] = OrderedDict()
+        self._core = syntax.native
+        self._native_classes: list[int] = []
         self._utf8 = self._utf8_masks()
         self._run_base = syntax.groups.run_base
         self.always = self._class_id(frozenset({()}))
@@ -142,13 +145,18 @@ class PythonMasks:
         found = self._class_ids.get(readings)
         if found is None:
             found = self._class_ids[readings] = len(self._classes)
-            self._classes.append(
-                _Class(
-                    frozenset(r[0] for r in readings if len(r) == 1),
-                    tuple(r for r in readings if len(r) > 1),
-                    () in readings,
-                )
+            split = _Class(
+                frozenset(r[0] for r in readings if len(r) == 1),
+                tuple(r for r in readings if len(r) > 1),
+                () in readings,
             )
+            self._classes.append(split)
+            if self._core is not None:
+                self._native_classes.append(
+                    self._core.add_class(
+                        sorted(split.single), [list(r) for r in split.longer], split.empty
+                    )
+                )
         return found
 
     def _class_of(self, context: int) -> int:
@@ -160,6 +168,8 @@ class PythonMasks:
     def _is_viable(self, layout: int, class_id: int) -> bool:
         if class_id == self.always:
             return True
+        if self._core is not None:
+            return self._core.class_viable(layout, self._native_classes[class_id])
         key = (layout, class_id)
         found = self._viable.get(key)
         if found is None:
@@ -204,14 +214,19 @@ class PythonMasks:
     # -- run time ----------------------------------------------------------------------------
 
     def _walk(self, tries: _Tries, layout: int, into: np.ndarray) -> None:
+        """Or into ``into`` the tokens of every trie group viable from ``layout``."""
+        if tries.native is not None:
+            self._core.walk(tries.native[0], tries.native[1], layout, into)
+            return
         step = self.syntax.layout.step
         root = tries.line_start if self._in_line(layout) is None else tries.in_line
         agenda = [(root, layout)]
+        found: list[np.ndarray] = []
         while agenda:
             node, current = agenda.pop()
-            for class_id, bits in node.leaves:
+            for class_id, ids in node.leaves:
                 if self._is_viable(current, class_id):
-                    np.bitwise_or(into, bits, out=into)
+                    found.append(ids)
             if not node.children:
                 continue
             in_line = self._in_line(current)
@@ -221,6 +236,13 @@ class PythonMasks:
                 following = step(current, event)
                 if following != DEAD:
                     agenda.append((child, following))
+        if found:
+            np.bitwise_or(into, self._pack(np.concatenate(found)), out=into)
+
+    def _pack(self, ids: np.ndarray) -> np.ndarray:
+        bits = np.zeros(self.tokens.vocab_size, dtype=bool)
+        bits[ids] = True
+        return np.packbits(bits, bitorder="little")
 
     def _start_mask(self, modes: Modes, layout: int) -> np.ndarray:
         key = (modes, layout)
@@ -243,9 +265,7 @@ class PythonMasks:
         if table is None:
             table = self._pending[context] = self._build_pending(context)
         bits = np.zeros(self.width, dtype=np.uint8)
-        for class_id, group in table.stay:
-            if self._is_viable(layout, class_id):
-                np.bitwise_or(bits, group, out=bits)
+        self._walk(table.stay, layout, bits)
         if table.ending is not None:
             events, modes = table.ending
             following = self.syntax.apply(layout, events)
@@ -344,8 +364,8 @@ class PythonMasks:
             state[active] = np.where(valid, following, 0)
             position += 1
         context_of = self.lexer.context
-        readings: dict[int, tuple[tuple[int, ...], int]] = {}
-        simple = rows[status == 0]
+        sequences: dict[tuple[int, ...], int] = {(): 0}
+        sequence_of = np.zeros(count, dtype=np.int64)
         if event_rows:
             all_rows = np.concatenate(event_rows)
             keep = status[all_rows] == 0
@@ -355,36 +375,70 @@ class PythonMasks:
             order = np.lexsort((all_keys, all_rows))
             all_rows, all_values = all_rows[order], all_values[order]
             bounds = np.flatnonzero(np.diff(all_rows)) + 1
-            starts = np.concatenate([[0], bounds]) if all_rows.size else np.zeros(0, int)
-            ends = np.concatenate([bounds, [all_rows.size]]) if all_rows.size else starts
+            starts = np.concatenate([[0], bounds]).astype(np.int64)
+            ends = np.concatenate([bounds, [all_rows.size]]).astype(np.int64)
             values = all_values.tolist()
-            for begin, end in zip(starts.tolist(), ends.tolist(), strict=True):
-                row = int(all_rows[begin])
-                readings[row] = (tuple(values[begin:end]), 0)
-        final_states = state.tolist()
-        groups: dict[tuple[tuple[int, ...], int], list[int]] = {}
-        for row in simple.tolist():
-            events = readings[row][0] if row in readings else ()
-            groups.setdefault((events, context_of(modes, final_states[row])), []).append(row)
+            firsts = all_rows[starts] if all_rows.size else starts
+            for row, begin, end in zip(
+                firsts.tolist(), starts.tolist(), ends.tolist(), strict=True
+            ):
+                events = tuple(values[begin:end])
+                sequence_of[row] = sequences.setdefault(events, len(sequences))
+        simple = rows[status == 0]
+        groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]] = {}
+        by_id = list(sequences)
+        for (sequence, final_state), members in _split_by(
+            sequence_of[simple], state[simple], simple
+        ):
+            key = (by_id[sequence], context_of(modes, final_state))
+            groups.setdefault(key, []).append(members)
         token_bytes = self.tokens.vocabulary.token_bytes
         start_context = context_of(modes, 0)
         for row in rows[status == 1].tolist():
             data = token_bytes[int(tokens.token_ids[row])]
             lexed = self.lexer.lex(start_context, data)  # type: ignore[arg-type]
             if lexed is not None:
-                groups.setdefault((tuple(lexed[0]), lexed[1]), []).append(row)
+                groups.setdefault((tuple(lexed[0]), lexed[1]), []).append(np.array([row]))
         return self._trie(groups)
 
-    def _trie(self, groups: dict[tuple[tuple[int, ...], int], list[int]]) -> _Tries:
+    def _trie(self, groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]]) -> _Tries:
         """The tries of token groups keyed by (events, final lexer context)."""
-        return _Tries(
+        tries = _Tries(
             self._trie_of(groups, self._line_start_events),
             self._trie_of(groups, self._in_line_events),
         )
+        if self._core is not None:
+            tries.native = (self._register(tries.line_start), self._register(tries.in_line))
+        return tries
 
-    def _trie_of(self, groups: dict[tuple[tuple[int, ...], int], list[int]], rewrite) -> _Node:
+    def _register(self, root: _Node) -> int:
+        """Hand a trie to the native core (nodes numbered breadth first, root 0)."""
+        order = [root]
+        index = 0
+        while index < len(order):
+            order.extend(order[index].children.values())
+            index += 1
+        number = {id(node): position for position, node in enumerate(order)}
+        child_offsets, child_events, child_targets = [0], [], []
+        leaf_offsets, leaf_classes, leaf_refs = [0], [], []
+        for node in order:
+            for event, child in node.children.items():
+                child_events.append(event)
+                child_targets.append(number[id(child)])
+            child_offsets.append(len(child_events))
+            for class_id, ids in node.leaves:
+                leaf_classes.append(self._native_classes[class_id])
+                leaf_refs.append(self._core.add_leaf(ids.astype(np.int32), self.width))
+            leaf_offsets.append(len(leaf_classes))
+        return self._core.add_trie(
+            child_offsets, child_events, child_targets, leaf_offsets, leaf_classes, leaf_refs
+        )
+
+    def _trie_of(
+        self, groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]], rewrite
+    ) -> _Node:
         root = _Node()
-        by_class: dict[tuple[int, ...], dict[int, list[int]]] = {}
+        by_class: dict[tuple[int, ...], dict[int, list[np.ndarray]]] = {}
         for (events, context), rows in groups.items():
             key = rewrite(events)
             by_class.setdefault(key, {}).setdefault(self._class_of(context), []).extend(rows)
@@ -393,7 +447,7 @@ class PythonMasks:
             for event in events:
                 node = node.children.setdefault(event, _Node())
             for class_id, rows in classes.items():
-                node.leaves.append((class_id, self.tokens.pack(np.array(rows, dtype=np.int64))))
+                node.leaves.append((class_id, self.tokens.token_ids[np.concatenate(rows)]))
         return root
 
     def _line_start_events(self, events: tuple[int, ...]) -> tuple[int, ...]:
@@ -446,27 +500,34 @@ class PythonMasks:
             status[active[leaves]] = 1
             state[active] = np.where(following >= 0, following, 0)
             position += 1
-        stay_groups: dict[int, list[int]] = {}
+        stay_groups: dict[int, list[np.ndarray]] = {}
         context_of = self.lexer.context
-        final_states = state.tolist()
-        for row in rows[status == 0].tolist():
-            class_id = self._class_of(context_of(modes, final_states[row]))
-            stay_groups.setdefault(class_id, []).append(row)
-        stay = [
-            (class_id, tokens.pack(np.array(group, dtype=np.int64)))
-            for class_id, group in stay_groups.items()
-        ]
+        staying = rows[status == 0]
+        for (_, final_state), members in _split_by(
+            np.zeros(staying.size, dtype=np.int64), state[staying], staying
+        ):
+            class_id = self._class_of(context_of(modes, final_state))
+            stay_groups.setdefault(class_id, []).append(members)
+        root = _Node(
+            leaves=[
+                (class_id, tokens.token_ids[np.concatenate(group)])
+                for class_id, group in stay_groups.items()
+            ]
+        )
+        stay = _Tries(root, root)
+        if self._core is not None:
+            stay.native = (self._register(root),) * 2
         events: list[int] = []
         label = automaton.accept[start_state]
         after = self.lexer._emit(modes, automaton, label, events) if label >= 0 else None
         ending = None if after is None else (tuple(events), after)
-        groups: dict[tuple[tuple[int, ...], int], list[int]] = {}
+        groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]] = {}
         token_bytes = tokens.vocabulary.token_bytes
         for row in rows[status == 1].tolist():
             data = token_bytes[int(tokens.token_ids[row])]
             lexed = self.lexer.lex(context, data)  # type: ignore[arg-type]
             if lexed is not None:
-                groups.setdefault((tuple(lexed[0]), lexed[1]), []).append(row)
+                groups.setdefault((tuple(lexed[0]), lexed[1]), []).append(np.array([row]))
         breakers = tokens.pack(rows[status == 2])
         return _Pending(stay, breakers, ending, self._trie(groups))
 
@@ -489,3 +550,18 @@ class PythonMasks:
                 state[active] = np.maximum(following, 0)
             masks.append(tokens.pack(np.flatnonzero(alive)))
         return masks
+
+
+def _split_by(first: np.ndarray, second: np.ndarray, rows: np.ndarray):
+    """The rows grouped by equal ``(first, second)`` keys: ``((first, second), rows)``."""
+    if not rows.size:
+        return []
+    order = np.lexsort((second, first))
+    first, second, rows = first[order], second[order], rows[order]
+    change = np.flatnonzero((np.diff(first) != 0) | (np.diff(second) != 0)) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [rows.size]])
+    return [
+        ((int(first[begin]), int(second[begin])), rows[begin:end])
+        for begin, end in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]

@@ -8,15 +8,20 @@ Python version.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from importlib import resources
+from typing import Any
+
+import numpy as np
 
 from cad.grammar.program_states import utf8_step
 from cad.grammar.syntax.glr import DEAD, GlrParser
 from cad.grammar.syntax.grammar_text import read_grammar
 from cad.grammar.syntax.lalr import build_tables
-from cad.grammar.syntax.python_layout import LayoutParser
-from cad.grammar.syntax.python_lexer import PythonLexer, TokenGroups
+from cad.grammar.syntax.lalr import ACCEPT, END, Tables
+from cad.grammar.syntax.python_layout import MAX_DEPTH, MAX_INDENT, TAB_SIZE, LayoutParser
+from cad.grammar.syntax.python_lexer import MAX_RUN, PythonLexer, TokenGroups
 
 SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 LATEST = SUPPORTED_VERSIONS[-1]
@@ -40,7 +45,7 @@ UTF8 = _utf8_table()
 class PythonSyntax:
     """The compiled recogniser for one Python version; states are ints."""
 
-    def __init__(self, version: tuple[int, int] = LATEST) -> None:
+    def __init__(self, version: tuple[int, int] = LATEST, *, native: bool | None = None) -> None:
         if version not in SUPPORTED_VERSIONS:
             supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_VERSIONS)
             raise ValueError(f"Python {version[0]}.{version[1]} is not supported ({supported})")
@@ -48,9 +53,15 @@ class PythonSyntax:
         text = resources.files("cad.grammar.syntax").joinpath("python.cfg").read_text()
         self.tables = build_tables(read_grammar(text, version))
         self.groups = TokenGroups(self.tables)
-        self.parser = GlrParser(self.tables)
         self.lexer = PythonLexer(self.groups, version)
-        self.layout = LayoutParser(self.groups, self.parser)
+        self.native = _native_core(self.tables, self.groups) if native is not False else None
+        if native and self.native is None:
+            raise RuntimeError("the native core (cad.grammar._native) is not built")
+        if self.native is not None:
+            self.layout = _NativeLayout(self.native)
+        else:
+            self.parser = GlrParser(self.tables)
+            self.layout = LayoutParser(self.groups, self.parser)
         self.states: list[tuple[int, int, int]] = []
         self._ids: dict[tuple[int, int, int], int] = {}
         self._viable: dict[int, bool] = {}
@@ -98,6 +109,8 @@ class PythonSyntax:
 
     def apply(self, layout: int, events: tuple[int, ...]) -> int:
         """The layout-parser state after ``events``, or :data:`DEAD`."""
+        if self.native is not None:
+            return self.native.apply(layout, list(events))
         step = self.layout.step
         for event in events:
             layout = step(layout, event)
@@ -123,6 +136,47 @@ class PythonSyntax:
         """Whether ``data`` is a whole Python file."""
         state = self.feed(self.initial, data)
         return state != DEAD and self.is_complete(state)
+
+
+class _NativeLayout:
+    """The layout-parser states of the native core, under the reference's interface."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.initial = core.initial
+        self.step = core.step
+        self.is_complete = core.is_complete
+
+
+def _native_core(tables: Tables, groups: TokenGroups) -> Any:
+    """The compiled layout-parser core for these tables, or None where it is not built (or
+    ``CAD_SYNTAX_REFERENCE`` asks for the Python reference)."""
+    if os.environ.get("CAD_SYNTAX_REFERENCE"):
+        return None
+    try:
+        from cad.grammar._native import SyntaxCore
+    except ImportError:
+        return None
+    states, tokens = len(tables.actions), len(tables.tokens)
+    nonterminals = len(tables.nonterminals)
+    index = np.full(states * tokens, -1, dtype=np.int32)
+    data: list[int] = []
+    for state, row in enumerate(tables.actions):
+        for token, actions in row.items():
+            index[state * tokens + token] = len(data)
+            data += [len(actions), *actions]
+    gotos = np.full(states * nonterminals, -1, dtype=np.int32)
+    for state, row in enumerate(tables.gotos):
+        for nonterminal, target in row.items():
+            gotos[state * nonterminals + nonterminal] = target
+    ids = groups.token_ids
+    return SyntaxCore(
+        index, np.array(data, dtype=np.int32), gotos, states, tokens, nonterminals,
+        list(tables.production_lhs), list(tables.production_length), tables.token_id(END),
+        ACCEPT, [list(g) for g in groups.groups], sorted(groups.openers), sorted(groups.closers),
+        groups.layout_base, groups.run_base, MAX_RUN, ids["NEWLINE"], ids["INDENT"],
+        ids["DEDENT"], ids["ENDMARKER"], MAX_DEPTH, MAX_INDENT, TAB_SIZE,
+    )  # fmt: skip
 
 
 @cache

@@ -62,7 +62,11 @@ class Client:
         """Start ``cad serve`` with ``args`` (after ``prelude``, Python run first in the
         server process)."""
         await self.client.start_io(
-            sys.executable, "-c", f"{prelude}\nfrom cad.server.cli import main; main()", "serve", *args
+            sys.executable,
+            "-c",
+            f"{prelude}\nfrom cad.server.cli import main; main()",
+            "serve",
+            *args,
         )
         await self.client.initialize_async(
             lsp.InitializeParams(
