@@ -18,8 +18,7 @@ import numpy as np
 from cad.grammar.program_states import utf8_step
 from cad.grammar.syntax.glr import DEAD, GlrParser
 from cad.grammar.syntax.grammar_text import read_grammar
-from cad.grammar.syntax.lalr import build_tables
-from cad.grammar.syntax.lalr import ACCEPT, END, Tables
+from cad.grammar.syntax.lalr import ACCEPT, END, Tables, build_tables
 from cad.grammar.syntax.python_layout import MAX_DEPTH, MAX_INDENT, TAB_SIZE, LayoutParser
 from cad.grammar.syntax.python_lexer import MAX_RUN, PythonLexer, TokenGroups
 
