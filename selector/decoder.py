@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from cad.grammar import ProgramTokenIndex
+from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import CopySpan, Document, Program, format_program, resolve
 from cad.selector import kv
 from cad.selector.errors import Cancelled, ContextTooLongError
@@ -71,8 +72,11 @@ class Decoder:
         program: Program | None = None,
         on_progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        syntax: SyntaxConstraint | None = None,
     ) -> DecodeResult:
-        """Decode a program that edits ``document`` as ``instruction`` asks; resolve it."""
+        """Decode a program that edits ``document`` as ``instruction`` asks; resolve it.
+        With ``syntax`` the resolved text stays a prefix of a file of that language and the
+        program ends only on a whole file (``cad.grammar.syntax``)."""
         start = time.perf_counter()
         doc = Document(document)
         target = None
@@ -81,7 +85,7 @@ class Decoder:
             resolve(program, doc)
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-        tape = ProgramTape(self.index, self.encode, doc, subline=subline)
+        tape = ProgramTape(self.index, self.encode, doc, subline=subline, syntax=syntax)
         prompt = program_prompt(self.loaded.tokenizer, doc, instruction, subline=subline)
         budget = self.check_context(len(prompt), document)
         tape.stats.prefill_tokens = len(prompt)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import Document
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, load_draft_config
@@ -27,7 +28,7 @@ from cad.selector.drafting import Candidate, Drafter
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
-from cad.selector.sampling import Sampling, new_generator
+from cad.selector.sampling import Sampling, new_generator, speculative_choices
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
@@ -94,19 +95,74 @@ def extract_file(reply: str, final_newline: bool = True) -> str:
 
 class _Chooser:
     """The model's choice after a node: the forced target, the argmax, or a speculative
-    sample over the tokens drafted below it. ``None`` means the forced target is complete."""
+    sample over the tokens drafted below it. ``None`` means the forced target is complete.
+    With a syntax ``constraint`` the logits are masked to the tokens that keep the text a
+    prefix of a file (``state`` is the constraint's state at the node)."""
 
-    def __init__(self, sampling: Sampling, target: list[int] | None, device: torch.device) -> None:
+    def __init__(
+        self,
+        sampling: Sampling,
+        target: list[int] | None,
+        device: torch.device,
+        constraint: SyntaxConstraint | None = None,
+        stops: frozenset[int] = frozenset(),
+    ) -> None:
         self.sampling = sampling
         self.target = target
         self.generator = new_generator(sampling, device)
+        self.constraint = constraint
+        self.stops = stops
 
-    def __call__(self, logits: NodeLogits, node: int, position: int) -> int | None:
+    def __call__(self, logits: NodeLogits, node: int, position: int, state: int = 0) -> int | None:
         if self.target is not None:
             return self.target[position] if position < len(self.target) else None
+        if self.constraint is not None:
+            row = _masked(logits[node], self.constraint.allowed(state, self.stops))
+            if self.sampling.temperature <= 0:
+                return int(row.argmax())
+            drafted = [list(logits.graph.children[node])]
+            return speculative_choices(row[None], drafted, self.sampling, self.generator)[0]
         if self.sampling.temperature <= 0:
             return logits.argmax(node)
         return logits.sampled(node, self.sampling, self.generator)
+
+
+def _masked(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``logits`` with every token outside ``allowed`` at -inf (ids past it too)."""
+    width = min(logits.shape[-1], allowed.shape[-1])
+    masked = torch.full_like(logits, float("-inf"))
+    visible = allowed[:width].to(logits.device)
+    masked[:width] = torch.where(visible, logits[:width], masked[:width])
+    return masked
+
+
+def _cut(
+    graph: DraftGraph, root_state: int, constraint: SyntaxConstraint, stops: set[int]
+) -> tuple[DraftGraph, list[int]]:
+    """The draft graph without the nodes the syntax rejects (and their descendants), and the
+    constraint's state at every kept node: drafts end at the first token the parser refuses
+    (a stop token is kept only where the region may end)."""
+    kept = DraftGraph()
+    kept.add(-1, graph.tokens[0], graph.reach[0])
+    kept.origins[0] = list(graph.origins[0])
+    states = [root_state]
+    mapping = {0: 0}
+    for node in range(1, len(graph)):
+        parent = mapping.get(graph.parents[node])
+        if parent is None:
+            continue
+        token = graph.tokens[node]
+        if token in stops:
+            state = states[parent] if constraint.complete(states[parent]) else -1
+        else:
+            state = constraint.token_step(states[parent], token)
+        if state < 0:
+            continue
+        new = kept.add(parent, graph.tokens[node], graph.reach[node])
+        kept.origins[new] = list(graph.origins[node])
+        mapping[node] = new
+        states.append(state)
+    return kept, states
 
 
 def _accept(
@@ -116,14 +172,17 @@ def _accept(
     output: list[int],
     budget: int,
     stops: set[int],
+    states: list[int] | None = None,
 ) -> tuple[list[int], int | None]:
     """Walk down the graph while the model's choice is a drafted child: returns the accepted
-    path (root first) and the model's choice after it (the next root)."""
+    path (root first) and the model's choice after it (the next root). ``states`` are the
+    syntax constraint's states at the nodes, when there is one."""
     path = [0]
     while True:
         node = path[-1]
         position = len(output) + len(path) - 1
-        choice = choose(logits, node, position)
+        state = states[node] if states is not None else 0
+        choice = choose(logits, node, position, state)
         child = None if choice is None else graph.child(node, choice)
         if child is None or choice in stops or position >= budget:
             return path, choice
@@ -152,11 +211,14 @@ def speculate(
     cancel: threading.Event | None = None,
     trace: list[DraftStep] | None = None,
     mode: str = "rewrite",
+    syntax: SyntaxConstraint | None = None,
 ) -> tuple[list[int], RewriteStats]:
     """Decode after ``prompt_ids`` with drafts from ``document_ids``; returns the output
     tokens (end-of-sequence excluded) and the costs. With ``target_ids`` the model's choice
     is the target's token (oracle mode); otherwise greedy or sampled as ``sampling`` says.
-    Drafting steps are appended to ``trace`` when one is given."""
+    Drafting steps are appended to ``trace`` when one is given. With ``syntax`` every choice
+    is masked to the tokens that keep the output a prefix of the region's language (ending
+    only where the file is whole) and drafts are cut at the first token it refuses."""
     start = time.perf_counter()
     sampling = sampling or Sampling()
     stops = stop_tokens(loaded)
@@ -172,10 +234,11 @@ def speculate(
     cache = kv.new_cache(model)
     root_logits = kv.prefill(model, cache, prompt_ids, device)
     stats.prefill_s = time.perf_counter() - start
-    choose = _Chooser(sampling, target_ids, device)
+    choose = _Chooser(sampling, target_ids, device, syntax, frozenset(stops))
     drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
-    root = choose(NodeLogits.of_logits(root_logits), 0, 0)
+    state = syntax.start if syntax is not None else 0
+    root = choose(NodeLogits.of_logits(root_logits), 0, 0, state)
     branch: list[int] | None = None
     copied_lines = generated_lines = 0
     began = time.perf_counter()
@@ -185,6 +248,10 @@ def speculate(
         if len(output) >= budget:
             stats.truncated = True
             break
+        if syntax is not None:
+            state = syntax.token_step(state, root)
+            if state < 0:
+                raise RuntimeError(f"token {root} was chosen under the syntax mask but refused")
         output.append(root)
         stats.generated_tokens += 1
         drafter.advance([root], [None])
@@ -194,12 +261,17 @@ def speculate(
         full = build_graph(
             root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
         )
+        if syntax is not None:
+            full, _ = _cut(full, state, syntax, stops)
         graph = prune(full, config.budget, config.min_reach)
+        states = _cut(graph, state, syntax, stops)[1] if syntax is not None else None
         past = kv.cache_length(cache)
         logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
         stats.forwards += 1
         stats.drafted_tokens += len(graph)
-        path, root = _accept(graph, logits, choose, output, budget, stops)
+        path, root = _accept(graph, logits, choose, output, budget, stops, states)
+        if states is not None:
+            state = states[path[-1]]
         keep_path(model, cache, past, graph, path, device)
         accepted = [graph.tokens[n] for n in path[1:]]
         output.extend(accepted)
@@ -253,13 +325,16 @@ def rewrite(
     cancel: threading.Event | None = None,
     lines: tuple[int, int] | None = None,
     draft_budget: int | None = None,
+    syntax: SyntaxConstraint | None = None,
 ) -> DecodeResult:
     """Let the model rewrite ``document`` as ``instruction`` asks, speculating from the
     document with the calibrated draft graph (``config``, default: the shipped one;
     ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)`` the model
     rewrites only those lines (drafts come from them) and the result is the whole document
     with them replaced. The reply is extracted exactly, a surrounding code fence removed; a
-    spent budget marks the result ``truncated``."""
+    spent budget marks the result ``truncated``. ``syntax`` (built for the rewritten region)
+    keeps the new text a prefix of a file of its language that ends only where the whole
+    file parses."""
     config = _with_budget(config, draft_budget)
     tokenizer = loaded.tokenizer
     shown = Document(document)
@@ -273,6 +348,7 @@ def rewrite(
         sampling=sampling,
         on_progress=on_progress,
         cancel=cancel,
+        syntax=syntax,
     )
     final_newline = part.endswith(("\n", "\r")) or not part
     text = extract_file(_decode(loaded, output), final_newline)
@@ -290,10 +366,12 @@ def rewrite_forced(
     cancel: threading.Event | None = None,
     trace: list[DraftStep] | None = None,
     draft_budget: int | None = None,
+    syntax: SyntaxConstraint | None = None,
 ) -> DecodeResult:
     """Rewrite with the model's choices forced to ``target`` (the oracle, as the baselines
     force it): every forward still runs, so forwards and wall-clock are real, and acceptance
-    can be measured without trained weights."""
+    can be measured without trained weights. ``syntax`` cuts the drafts as in
+    :func:`rewrite` (the target itself must parse)."""
     config = _with_budget(config, draft_budget)
     tokenizer = loaded.tokenizer
     target_ids = tokenizer.encode(target, add_special_tokens=False)
@@ -308,5 +386,6 @@ def rewrite_forced(
         cancel=cancel,
         trace=trace,
         mode="rewrite-oracle",
+        syntax=syntax,
     )
     return DecodeResult(None, _decode(loaded, output), stats)

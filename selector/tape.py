@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cad.grammar import ProgramMatcher, ProgramTokenIndex
+from cad.grammar import ProgramTokenIndex
+from cad.grammar.syntax import SyntaxConstraint, syntax_program_matcher
 from cad.resolver import CopySpan, Document, Gen, IncrementalResolver, Program, format_program
 from cad.selector.stats import DecodeStats, Progress
 
@@ -33,12 +34,11 @@ class ProgramTape:
         document: Document,
         *,
         subline: bool = False,
+        syntax: SyntaxConstraint | None = None,
     ) -> None:
         self.index = index
         self.encode = encode
-        self.matcher = ProgramMatcher(
-            index, [len(line) for line in document.lines], subline=subline
-        )
+        self.matcher = syntax_program_matcher(index, document, syntax, subline=subline)
         self.resolver = IncrementalResolver(document)
         self.stats = DecodeStats(mode="program")
         self.tokens: list[int] = []

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +29,13 @@ from cad.errors import UserError
 from cad.files import check_writable, read_text, write_atomic
 from cad.resolver import Program, parse, resolve, split_lines
 from cad.server.modes import EditMode
+from cad.server.syntax_setting import (
+    SyntaxChoice,
+    SyntaxPlan,
+    choose_language,
+    load_schema,
+    plan_syntax,
+)
 
 stderr = Console(stderr=True, highlight=False)
 
@@ -65,6 +72,8 @@ APPLIES_TO: dict[str, frozenset[Run]] = {
     "lines": frozenset({Run.rewrite}),
     "draft_config": frozenset({Run.rewrite}),
     "draft_budget": frozenset({Run.rewrite}),
+    "syntax": frozenset({Run.program, Run.rewrite}),
+    "schema": frozenset({Run.program, Run.rewrite}),
     "grammar_format": frozenset({Run.grammar}),
     "ignore_unsupported": frozenset({Run.grammar}),
     "target": frozenset({Run.baseline}),
@@ -109,6 +118,8 @@ class EditOptions:
     lines: str | None
     draft_config: Path | None
     draft_budget: int | None
+    syntax: SyntaxChoice
+    schema: Path | None
     compile: bool
 
 
@@ -124,6 +135,12 @@ class EditInputs:
     grammar: str | None = None
     lines: tuple[int, int] | None = None
     drafts: Any = None
+    parts: tuple[str, str, str] = ("", "", "")
+    plan: SyntaxPlan = field(default_factory=lambda: SyntaxPlan(None))
+
+    def syntax(self, loaded: Any) -> Any:
+        """The syntax constraint of the edit for the loaded tokenizer (None: unconstrained)."""
+        return self.plan.constraint(loaded.tokenizer, loaded.vocab_size, *self.parts)
 
 
 def option_name(field_name: str) -> str:
@@ -198,13 +215,17 @@ def read_inputs(options: EditOptions, run: Run) -> EditInputs:
         target = read_text(options.target)
     if options.ignore_unsupported and options.grammar_format is not GrammarFormat.json_schema:
         raise UserError("--ignore-unsupported applies to --grammar-format json-schema")
+    lines = parse_lines(options.lines, document) if options.lines is not None else None
+    parts = _split_region(document, lines if run is Run.rewrite else None)
     return EditInputs(
         document=document,
         forced=forced,
         target=target,
         grammar=read_text(options.grammar) if options.grammar is not None else None,
-        lines=parse_lines(options.lines, document) if options.lines is not None else None,
+        lines=lines,
         drafts=_draft_config(options.draft_config),
+        parts=parts,
+        plan=_syntax_plan(options, run, parts),
     )
 
 
@@ -219,7 +240,13 @@ def run_program(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
         sampling=_sampling(options),
     )
     with _progress_bar("decoding", _program_status) as show:
-        return decoder.edit(inputs.document, options.instr, program=inputs.forced, on_progress=show)
+        return decoder.edit(
+            inputs.document,
+            options.instr,
+            program=inputs.forced,
+            on_progress=show,
+            syntax=inputs.syntax(loaded),
+        )
 
 
 def run_rewrite(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
@@ -237,6 +264,7 @@ def run_rewrite(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
             on_progress=show,
             lines=inputs.lines,
             draft_budget=options.draft_budget,
+            syntax=inputs.syntax(loaded),
         )
 
 
@@ -295,11 +323,13 @@ def load(options: EditOptions) -> Any:
         )
 
 
-def deliver(options: EditOptions, run: Run, document: str, result: Any) -> None:
+def deliver(options: EditOptions, run: Run, inputs: EditInputs, result: Any) -> None:
     """Write the stats (also for an unfinished edit), then the new text: to the file, to
     stdout, or as a diff. An edit that spent its whole budget is never applied."""
+    document = inputs.document
     if options.stats_json is not None:
-        write_atomic(options.stats_json, json.dumps(result.stats.to_dict(), indent=2) + "\n")
+        stats = {**result.stats.to_dict(), "syntax": inputs.plan.language or "none"}
+        write_atomic(options.stats_json, json.dumps(stats, indent=2) + "\n")
     if result.stats.truncated:
         raise UserError(
             f"the model used its whole budget of {plural(options.max_new_tokens, 'token')} "
@@ -387,6 +417,13 @@ def cmd_edit(
     draft_budget: Annotated[
         int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
     ] = None,
+    syntax: Annotated[
+        SyntaxChoice,
+        typer.Option(help="Keep the edited file parsing: auto (by file type), python, json, none."),
+    ] = SyntaxChoice.auto,
+    schema: Annotated[
+        Path | None, typer.Option(help="With --syntax json/auto: a JSON Schema the file follows.")
+    ] = None,
     compile: Annotated[
         bool,
         typer.Option(
@@ -412,7 +449,7 @@ def cmd_edit(
         result = RUNS[run](loaded, options, inputs)
     except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
         raise UserError(str(exc)) from None
-    deliver(options, run, inputs.document, result)
+    deliver(options, run, inputs, result)
 
 
 def render_diff(before: str, after: str, name: str) -> Text:
@@ -498,6 +535,35 @@ def _compile_grammar(source: str, options: EditOptions, loaded: Any) -> Any:
     if ignored:
         stderr.print(f"warning: grammar: not enforced: {', '.join(ignored)}")
     return compiled
+
+
+def _split_region(document: str, line_range: tuple[int, int] | None) -> tuple[str, str, str]:
+    """``(before, region, after)``: the text the edit may change and what surrounds it."""
+    if line_range is None:
+        return "", document, ""
+    lines = split_lines(document)
+    first, last = line_range
+    return "".join(lines[: first - 1]), "".join(lines[first - 1 : last]), "".join(lines[last:])
+
+
+def _syntax_plan(options: EditOptions, run: Run, parts: tuple[str, str, str]) -> SyntaxPlan:
+    """Which language the edit is held to; checked against the file before a model loads."""
+    if run not in (Run.program, Run.rewrite):
+        return SyntaxPlan(None)
+    choice, schema = options.syntax, options.schema
+    if schema is not None and choice not in (SyntaxChoice.auto, SyntaxChoice.json):
+        raise UserError(f"--schema types JSON files; it does not apply to --syntax {choice}")
+    language = "json" if schema is not None else choose_language(choice, path=str(options.file))
+    before, region, after = parts
+    return plan_syntax(
+        choice,
+        language=language,
+        schema=load_schema(schema) if schema is not None else None,
+        before=before,
+        region=region,
+        after=after,
+        warn=lambda line: print(line, file=sys.stderr),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,8 @@
 
 namespace py = pybind11;
 
+void bind_syntax(py::module_& m);
+
 PYBIND11_MODULE(_native, m) {
     m.doc() = "Compiled hot paths of the masking core.";
     m.attr("ABI_VERSION") = 2;
@@ -12,4 +14,5 @@ PYBIND11_MODULE(_native, m) {
     cad::bind_vocabulary(m);
     cad::bind_program(m);
     cad::bind_cfg(m);
+    bind_syntax(m);
 }

@@ -278,6 +278,7 @@ def test_rewrite_mode_replaces_the_range_with_the_reply(workspace, eos_model_dir
     result = cad(
         "edit", "mean.py", "--instr", "Drop line 2", "--model", str(eos_model_dir),
         "--mode", "rewrite", "--lines", "2-2", "--write", "--stats-json", "stats.json",
+        "--syntax", "none",  # an empty body does not parse; this test is about ranges
         cwd=workspace,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,112 @@
+"""The syntax setting of ``cad edit --syntax`` and of the server's ``syntax``: which
+language an edit is held to, whether the file parses before the edit, and the constraint
+the decoders take.
+
+``auto`` picks the language by file extension (or the editor's language id) and edits a
+file that does not parse without the constraint, saying so in one line; a language named
+explicitly refuses such a file instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from cad.errors import UserError
+from cad.files import read_text
+from cad.grammar.syntax import (
+    SyntaxConstraint,
+    SyntaxMismatch,
+    language_for_path,
+    syntax_machine,
+)
+from cad.grammar.vocab import Vocabulary
+
+LANGUAGE_IDS = {"python": "python", "json": "json"}
+"""LSP language ids with a grammar (``jsonc`` allows comments, so it is not JSON)."""
+_BYTES = Vocabulary(tuple(bytes([value]) for value in range(256)), None)
+
+
+class SyntaxChoice(StrEnum):
+    """``auto`` (by file type), a language, or ``none``."""
+
+    auto = "auto"
+    python = "python"
+    json = "json"
+    none = "none"
+
+
+@dataclass(frozen=True)
+class SyntaxPlan:
+    """The language an edit is held to (``None``: unconstrained) and its JSON Schema."""
+
+    language: str | None
+    schema: Any = None
+
+    def constraint(
+        self, tokenizer: Any, vocab_size: int | None, before: str, region: str, after: str
+    ) -> SyntaxConstraint | None:
+        """The constraint for editing ``region`` with ``tokenizer`` (None when
+        unconstrained); the file was checked to parse when the plan was made."""
+        if self.language is None:
+            return None
+        machine = syntax_machine(
+            self.language, tokenizer, vocab_size=vocab_size, schema=self.schema
+        )
+        return SyntaxConstraint.for_region(machine, before, region, after)
+
+
+def choose_language(
+    choice: str, *, path: str | None = None, language_id: str | None = None
+) -> str | None:
+    """The language for ``choice``: itself when one is named, by language id or file
+    extension for ``auto``, None for ``none`` or an unknown type."""
+    if choice == SyntaxChoice.none:
+        return None
+    if choice != SyntaxChoice.auto:
+        return str(choice)
+    if language_id and language_id.lower() in LANGUAGE_IDS:
+        return LANGUAGE_IDS[language_id.lower()]
+    return language_for_path(path) if path else None
+
+
+def load_schema(path: Path) -> Any:
+    """A JSON Schema from a file; a bad file is a one-line error."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--schema {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def plan_syntax(
+    choice: SyntaxChoice,
+    *,
+    language: str | None,
+    schema: Any,
+    before: str,
+    region: str,
+    after: str,
+    warn: Any,
+) -> SyntaxPlan:
+    """Check that the file ``before + region + after`` parses as ``language`` (without a
+    tokenizer, so before any model loads). A file that does not parse is refused
+    (``UserError``) when the language was chosen explicitly; with ``auto`` one line goes to
+    ``warn`` and the edit is unconstrained. A schema that cannot be compiled is refused."""
+    if language is None:
+        return SyntaxPlan(None)
+    try:
+        machine = syntax_machine(language, _BYTES, schema=schema)
+        SyntaxConstraint.for_region(machine, before, region, after)
+    except SyntaxMismatch as exc:
+        if choice != SyntaxChoice.auto or schema is not None:
+            raise UserError(
+                f"{exc}; fix it first or edit without the constraint (--syntax none)"
+            ) from None
+        warn(f"note: {exc}; editing without the syntax constraint")
+        return SyntaxPlan(None)
+    except ValueError as exc:  # a schema the front end cannot compile (GrammarError)
+        raise UserError(f"--schema: {exc}") from None
+    return SyntaxPlan(language, schema)
