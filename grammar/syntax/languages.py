@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from cad.grammar.cfg import CompiledGrammar, GrammarError, compile
+from cad.grammar.cfg import GrammarError, ReferenceGrammar, compile
 from cad.grammar.cfg.token_table import TokenTable
 from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher
 from cad.grammar.syntax.python_masks import PythonMasks
@@ -80,7 +80,7 @@ class GrammarMachine:
     """A compiled byte-level grammar (JSON, a JSON Schema) as a syntax machine; states are
     the grammar's interned configurations."""
 
-    def __init__(self, compiled: CompiledGrammar, language: str) -> None:
+    def __init__(self, compiled: ReferenceGrammar, language: str) -> None:
         self.language = language
         self.compiled = compiled
         vocabulary = compiled.tokens.vocabulary
@@ -230,13 +230,13 @@ def _build(
     vocabulary = (
         tokenizer
         if isinstance(tokenizer, Vocabulary)
-        else Vocabulary.from_tokenizer(tokenizer, vocab_size)
+        else Vocabulary.for_tokenizer(tokenizer, vocab_size)
     )
     if language == "python":
         return PythonMachine(python_syntax(version), vocabulary)
     if schema is None:
-        return GrammarMachine(compile(JSON_FILE, vocabulary), "json")
-    compiled = compile(schema, vocabulary, format="json-schema")
+        return GrammarMachine(compile(JSON_FILE, vocabulary, backend="python"), "json")
+    compiled = compile(schema, vocabulary, format="json-schema", backend="python")
     return PaddedMachine(GrammarMachine(compiled, "json"))
 
 

@@ -29,8 +29,7 @@ import numpy as np
 import torch
 
 from cad.grammar.bitmask import fill_from_allowed
-from cad.grammar.program_fsm import ProgramMatcher
-from cad.grammar.program_index import ProgramTokenIndex
+from cad.grammar.program_matcher import ProgramMatcher, ProgramTokenIndex
 from cad.grammar.program_states import (
     AWAIT,
     COPY_LINES,
@@ -38,6 +37,7 @@ from cad.grammar.program_states import (
     GEN_CLOSE,
     GEN_OPEN,
     PROGRAM_END,
+    ProgramStructure,
     State,
     number_prefix_ok,
 )
@@ -77,6 +77,23 @@ _TRICKY_TOKENS: weakref.WeakKeyDictionary[ProgramTokenIndex, np.ndarray] = (
 )
 
 
+_BY_FIRST_BYTE: weakref.WeakKeyDictionary[ProgramTokenIndex, tuple[tuple[int, ...], ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _by_first_byte(index: ProgramTokenIndex) -> tuple[tuple[int, ...], ...]:
+    """The tokens of the vocabulary grouped by their first byte."""
+    found = _BY_FIRST_BYTE.get(index)
+    if found is None:
+        groups: list[list[int]] = [[] for _ in range(256)]
+        for token, data in enumerate(index.vocabulary.token_bytes):
+            if data:
+                groups[data[0]].append(token)
+        found = _BY_FIRST_BYTE[index] = tuple(tuple(group) for group in groups)
+    return found
+
+
 def _tricky_tokens(index: ProgramTokenIndex) -> np.ndarray:
     found = _TRICKY_TOKENS.get(index)
     if found is None:
@@ -109,10 +126,9 @@ class SyntaxProgramMatcher:
         self.document = document
         self.constraint = constraint
         self.machine = constraint.machine
-        self.program = ProgramMatcher(
-            index, [len(line) for line in document.lines], subline=subline
-        )
-        self.structure = self.program.structure
+        widths = [len(line) for line in document.lines]
+        self.program = ProgramMatcher(index, widths, subline=subline)
+        self.structure = ProgramStructure(widths, subline=subline)
         self._line_bytes = [line.encode("utf-8") for line in document.lines]
         self._fsm: State = AWAIT
         self._syntax = constraint.start
@@ -489,7 +505,7 @@ class SyntaxProgramMatcher:
             complete = b"/gen>"
             if complete.startswith(tail) and len(tail) < len(complete):
                 following.add(complete[len(tail)])
-        by_first = self.index.by_first_byte
+        by_first = _by_first_byte(self.index)
         return [t for byte in following for t in by_first[byte] if bool(allowed[t])]
 
 

@@ -184,6 +184,16 @@ def _follows_schema(value) -> bool:
     return isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)
 
 
+def _only_characters(value) -> bool:
+    """Whether every string of ``value`` is made of characters: a schema's strings are
+    sequences of code points, so an escaped lone surrogate is not a string of the schema."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @st.composite
 def mutated_instances(draw) -> str:
     value = {"id": draw(st.integers(-999, 999))}
@@ -197,7 +207,8 @@ def mutated_instances(draw) -> str:
 @given(mutated_instances())
 def test_mutated_instances_agree_with_the_schema(text: str) -> None:
     try:
-        valid = _follows_schema(_json_loads(text))
+        value = _json_loads(text)
+        valid = _follows_schema(value) and _only_characters(value)
     except ValueError:
         valid = False
     machine = _json_machine(SCHEMA)

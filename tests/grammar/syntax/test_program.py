@@ -37,7 +37,7 @@ DOCUMENT = (
 
 @pytest.fixture(scope="module")
 def index(small_vocab) -> ProgramTokenIndex:
-    return ProgramTokenIndex.build(small_vocab)
+    return ProgramTokenIndex.for_vocabulary(small_vocab, use_cache=False)
 
 
 @pytest.fixture(scope="module")
