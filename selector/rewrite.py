@@ -16,22 +16,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
 from cad.resolver import Document
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, load_draft_config
-from cad.selector.draft_graph import DraftGraph, build_graph, prune
+from cad.selector.draft_graph import DraftGraph, chain, extend_graph, prune
 from cad.selector.drafting import Candidate, Drafter
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
 from cad.selector.sampling import Sampling
+from cad.selector.speculation import speculative_choice, token_distribution
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
+Logits = NodeLogits | dict[int, torch.Tensor]
+MAX_CHAIN_WITH_DRAFTS = 4096
+"""Known tokens a forward may carry together with a draft tree (its attention mask is dense
+over both); a longer prompt is fed on its own and the next forward drafts."""
 _FENCE = re.compile(r"\s*(`{3,})[^\n`]*\n(.*)\1\s*", re.DOTALL)
 
 
@@ -41,7 +47,6 @@ class RewriteStats(DecodeStats):
     ``copied_tokens`` accepted draft tokens, ``drafted_tokens`` every token fed to a verify
     forward (roots included), ``accepted_per_forward`` output tokens per forward."""
 
-    drafted_tokens: int = 0
     accepted_per_forward: float = 0.0
 
 
@@ -92,32 +97,6 @@ def extract_file(reply: str, final_newline: bool = True) -> str:
     return body[:-1] if not final_newline and body.endswith("\n") else body
 
 
-def token_distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """The sampling distribution over the vocabulary: softmax at the temperature,
-    restricted to the top-p nucleus and renormalised."""
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < sampling.top_p
-        keep[0] = True
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        probs = probs / probs.sum()
-    return probs.cpu()
-
-
-def speculative_choice(probs: torch.Tensor, drafted: list[int], generator: torch.Generator) -> int:
-    """The standard acceptance rule for deterministic drafts: accept drafted token ``t``
-    with probability ``p(t)``; on rejection zero it, renormalise, try the next draft; if all
-    are rejected, sample from the residual. The result is distributed exactly as ``probs``."""
-    residual = probs.clone()
-    for token in drafted:
-        if float(torch.rand((), generator=generator)) < float(residual[token]):
-            return token
-        residual[token] = 0.0
-        residual = residual / residual.sum()
-    return int(torch.multinomial(residual, 1, generator=generator))
-
-
 class _Chooser:
     """The model's choice at a node: the forced target, the argmax, or a speculative sample.
     ``None`` means the forced target is complete."""
@@ -138,18 +117,20 @@ class _Chooser:
 
 def _accept(
     graph: DraftGraph,
-    logits: NodeLogits,
+    logits: Logits,
     choose: _Chooser,
+    known: int,
     output: list[int],
     budget: int,
     stops: set[int],
 ) -> tuple[list[int], int | None]:
-    """Walk down the graph while the model's choice is a drafted child: returns the accepted
-    path (root first) and the model's choice after it (the next root)."""
-    path = [0]
+    """Walk down the graph from the end of its ``known`` chain while the model's choice is a
+    drafted child: returns the accepted path (chain included) and the model's choice after it
+    (the next root)."""
+    path = list(range(known))
     while True:
         node = path[-1]
-        position = len(output) + len(path) - 1
+        position = len(output) + len(path) - known
         choice = choose(logits[node], position, list(graph.children[node]))
         child = None if choice is None else graph.child(node, choice)
         if child is None or choice in stops or position >= budget:
@@ -157,13 +138,33 @@ def _accept(
         path.append(child)
 
 
-def _branch_choices(graph: DraftGraph, logits: NodeLogits, node: int, k: int) -> list[int] | None:
+def _branch_choices(graph: DraftGraph, logits: Logits, node: int, k: int) -> list[int] | None:
     """The model's top-``k`` tokens after the best drafted child of the node where drafting
     failed: a guess at what follows once the model's replacement token is in place."""
     if k <= 0 or not graph.children[node]:
         return None
     first = next(iter(graph.children[node].values()))
     return torch.topk(logits[first], k).indices.tolist()
+
+
+def draft_tree(
+    known: list[int], candidates: list[Candidate], config: DraftConfig, copying: bool
+) -> DraftGraph:
+    """The ``known`` tokens (the prompt, or the model's last choice) as a chain, the
+    candidates merged below it, pruned to the budget."""
+    graph = chain(known)
+    if len(known) <= MAX_CHAIN_WITH_DRAFTS:
+        extend_graph(graph, candidates, config, copying=copying, max_depth=config.budget + 1)
+    return prune(graph, config.budget, config.min_reach, required=len(known))
+
+
+def verify_tree(loaded: LoadedModel, cache: Any, graph: DraftGraph, known: int) -> Logits:
+    """ONE forward over the graph; the next-token logits of its nodes (a graph that is only
+    its known chain is fed as a plain sequence)."""
+    model, device = loaded.model, loaded.device
+    if len(graph) == known:
+        return {known - 1: kv.append(model, cache, graph.tokens, device)}
+    return NodeLogits(model, verify_graph(model, cache, graph, device), graph)
 
 
 def speculate(
@@ -183,11 +184,11 @@ def speculate(
     """Decode after ``prompt_ids`` with drafts from ``document_ids``; returns the output
     tokens (end-of-sequence excluded) and the costs. With ``target_ids`` the model's choice
     is the target's token (oracle mode); otherwise greedy or sampled as ``sampling`` says.
-    Drafting steps are appended to ``trace`` when one is given."""
+    The first draft tree is verified in the prompt's own forward. Drafting steps are appended
+    to ``trace`` when one is given."""
     start = time.perf_counter()
     sampling = sampling or Sampling()
     stops = stop_tokens(loaded)
-    model, device = loaded.model, loaded.device
     stats = RewriteStats(mode=mode, prefill_tokens=len(prompt_ids))
     room = loaded.context_length - len(prompt_ids) - config.budget - 1
     if room < 16:
@@ -196,48 +197,50 @@ def speculate(
             f"is {loaded.context_length}; edit a smaller range or use a longer-context model"
         )
     budget = min(max_new_tokens, room)
-    cache = kv.new_cache(model)
-    root_logits = kv.prefill(model, cache, prompt_ids, device)
-    stats.prefill_s = time.perf_counter() - start
+    cache = kv.new_cache(loaded.model)
     choose = _Chooser(sampling, target_ids)
     drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
-    root = choose(root_logits, 0, [])
+    known = list(prompt_ids)
     branch: list[int] | None = None
     copied_lines = generated_lines = 0
-    began = time.perf_counter()
-    while root is not None and root not in stops:
+    while True:
         if cancel is not None and cancel.is_set():
             raise Cancelled("rewrite cancelled")
-        if len(output) >= budget:
-            stats.truncated = True
-            break
-        output.append(root)
-        stats.generated_tokens += 1
-        drafter.advance([root], [None])
         candidates = drafter.candidates(output, branch)
         if trace is not None:
             trace.append(DraftStep(len(output), tuple(candidates), drafter.copying))
-        full = build_graph(
-            root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
-        )
-        graph = prune(full, config.budget, config.min_reach)
+        graph = draft_tree(known, candidates, config, drafter.copying)
         past = kv.cache_length(cache)
-        logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
-        stats.forwards += 1
-        stats.drafted_tokens += len(graph)
-        path, root = _accept(graph, logits, choose, output, budget, stops)
-        keep_path(model, cache, past, graph, path, device)
-        accepted = [graph.tokens[n] for n in path[1:]]
+        began = time.perf_counter()
+        logits = verify_tree(loaded, cache, graph, len(known))
+        elapsed = time.perf_counter() - began
+        if output:
+            stats.forwards += 1
+            stats.decode_s += elapsed
+        else:
+            stats.prefill_s += elapsed
+        stats.drafted_tokens += len(graph) - len(known)
+        path, choice = _accept(graph, logits, choose, len(known), output, budget, stops)
+        keep_path(loaded.model, cache, past, graph, path, loaded.device)
+        accepted = [graph.tokens[n] for n in path[len(known) :]]
         output.extend(accepted)
         stats.copied_tokens += len(accepted)
-        drafter.advance(accepted, [graph.document_index(n) for n in path[1:]])
+        drafter.advance(accepted, [graph.document_index(n) for n in path[len(known) :]])
         branch = _branch_choices(graph, logits, path[-1], config.top_k)
         copied_lines += _decode(loaded, accepted).count("\n")
-        generated_lines += _decode(loaded, [graph.tokens[0]]).count("\n")
-        if on_progress is not None:
+        if on_progress is not None and output:
             on_progress(Progress(stats.forwards, copied_lines, generated_lines, len(output)))
-    stats.decode_s = time.perf_counter() - began
+        if choice is None or choice in stops:
+            break
+        if len(output) >= budget:
+            stats.truncated = True
+            break
+        output.append(choice)
+        stats.generated_tokens += 1
+        generated_lines += _decode(loaded, [choice]).count("\n")
+        drafter.advance([choice], [None])
+        known = [choice]
     stats.lines_copied, stats.lines_generated = copied_lines, generated_lines
     stats.accepted_per_forward = len(output) / max(stats.forwards, 1)
     stats.wall_s = time.perf_counter() - start

@@ -147,21 +147,21 @@ def replay(
     document_ids: list[int], target_ids: list[int], config: DraftConfig, *, stop: int | None = None
 ) -> list[tuple[DraftStep, int]]:
     """The rewrite decode loop with ``target_ids`` forced and no model: for each forward it
-    would take, the drafting step and how many drafted nodes it verifies. Top-k branches need
-    the model's logits and are left out; everything else is what ``speculate`` does."""
+    would take (the prompt's own forward first), the drafting step and how many drafted nodes
+    it verifies. Top-k branches need the model's logits and are left out; everything else is
+    what ``speculate`` does."""
     config = replace(config, top_k=0)
     drafter = Drafter(document_ids, config, stop=stop)
     output: list[int] = []
     steps: list[tuple[DraftStep, int]] = []
-    while len(output) < len(target_ids):
-        root = target_ids[len(output)]
-        output.append(root)
-        drafter.advance([root], [None])
+    while True:
         candidates = drafter.candidates(output)
-        full = build_graph(
-            root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
-        )
-        graph = prune(full, config.budget, config.min_reach)
+        graph = prune(
+            build_graph(-1, candidates, config, copying=drafter.copying,
+                        max_depth=config.budget + 1),
+            config.budget,
+            config.min_reach,
+        )  # fmt: skip
         steps.append((DraftStep(len(output), tuple(candidates), drafter.copying), len(graph) - 1))
         path = [0]
         for token in target_ids[len(output) :]:
@@ -172,7 +172,10 @@ def replay(
         accepted = [graph.tokens[n] for n in path[1:]]
         output.extend(accepted)
         drafter.advance(accepted, [graph.document_index(n) for n in path[1:]])
-    return steps
+        if len(output) >= len(target_ids):
+            return steps
+        output.append(target_ids[len(output)])
+        drafter.advance(output[-1:], [None])
 
 
 def replay_trace(
@@ -311,7 +314,7 @@ def replay_budget(traces: list[Trace], config: DraftConfig, token_cost: float) -
     for trace in traces:
         target = trace.target
         steps = replay(list(trace.document), target, config, stop=trace.stop)
-        forwards += len(steps)
+        forwards += len(steps) - 1
         drafted += sum(nodes for _, nodes in steps)
         tokens += len(target)
     cost = forwards + token_cost * drafted

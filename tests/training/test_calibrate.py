@@ -74,8 +74,8 @@ def test_replay_takes_the_forwards_of_real_forced_decoding(tiny_qwen) -> None:
         encode = tiny_qwen.tokenizer.encode
         steps = replay(encode(before), encode(after), config, stop=stop)
         assert [step for step, _ in steps] == trace
-        assert len(steps) == result.stats.forwards
-        assert sum(nodes + 1 for _, nodes in steps) == result.stats.drafted_tokens
+        assert len(steps) == result.stats.forwards + 1
+        assert sum(nodes for _, nodes in steps) == result.stats.drafted_tokens
 
 
 def test_verbatim_copies_need_only_the_alignment() -> None:
