@@ -230,17 +230,18 @@ def replay_forced(
     budget: int,
     prior: ProgramPrior | None = None,
     subline: bool = False,
+    prompt_tokens: int = 0,
 ) -> DecodeStats:
     """Forced-program decoding without a model: acceptance against a forced program needs no
     logits, so the draft and accept steps run alone and count the forwards the decoder would
-    take (exactly those of ``Decoder.edit(..., program=program)``). What calibration and the
-    sub-line oracle price programs with."""
+    take (exactly those of ``Decoder.edit(..., program=program)`` after a prompt of
+    ``prompt_tokens``). What calibration and the sub-line oracle price programs with."""
     doc = Document(document)
     subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
     tape = ProgramTape(index, encode, doc, subline=subline)
     drafter = ProgramDrafter(index, encode, doc, subline=subline, prior=prior)
     choose = Choice(Sampling(), format_program(program).encode("utf-8"))
-    pending = tape.take_forced()
+    pending = [-1] * prompt_tokens + tape.take_forced()
     prefill = True
     while not tape.finished:
         graph = draft(tape, drafter, pending, budget)

@@ -46,6 +46,9 @@ FOLLOWED = 3
 ops after them."""
 ANCHOR = 32
 """The longest stretch of a written line looked up elsewhere to re-anchor a gen body."""
+FOLLOW_DISCOUNT = 0.3
+"""What a node one op further ahead is worth per unit of probability when pruning: finishing
+the op in progress (say every digit of its end line) comes before guessing the ops after it."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,24 @@ def _common_prefix(a: str, b: str) -> str:
             break
         size += 1
     return a[:size]
+
+
+def _resumption(partial: bytes, original: bytes, same: int) -> tuple[int, int] | None:
+    """Where ``original`` goes on if the line being written has rejoined it after its change
+    (which began at byte ``same``): the end of the longest tail of ``partial`` (2 to
+    ``ANCHOR`` bytes, written after the change) found in ``original`` after the change,
+    nearest the same position; with that tail's length."""
+    for size in range(min(len(partial) - same, ANCHOR), 1, -1):
+        tail = partial[-size:]
+        ends = []
+        start = original.find(tail, same)
+        while start >= 0:
+            ends.append(start + size)
+            start = original.find(tail, start + 1)
+        ends = [end for end in ends if end < len(original)]
+        if ends:
+            return min(ends, key=lambda end: abs(end - len(partial))), size
+    return None
 
 
 def _common_bytes(a: bytes, b: bytes) -> int:
@@ -168,7 +189,7 @@ class ProgramDrafter:
         self.scratch = ProgramMatcher(
             index, [len(line) for line in document.lines], subline=subline
         )
-        self._op_tokens: dict[tuple[bytes, bytes], OpTokens] = {}
+        self._op_tokens: dict[tuple[bytes, bytes, int], OpTokens] = {}
         self._echo: dict[Op, list[int]] = {}
         self._literals: dict[bytes, list[int]] = {}
 
@@ -233,7 +254,7 @@ class ProgramDrafter:
             lines = self._numbers_with_prefix(digits, 1, n)
             return [(line, 1.0 / len(lines)) for line in lines[:8]]
         found.sort(key=lambda item: -item[1])
-        return found[:4]
+        return found[:3]
 
     def _prefix_candidates(self, digits: bytes, cursor: int) -> list[int]:
         low = max(cursor, 1)
@@ -270,7 +291,7 @@ class ProgramDrafter:
         if digits and total > 0:
             scored = [(end, mass / total) for end, mass in scored]
         scored.sort(key=lambda item: (-item[1], item[0]))
-        return scored[:128]
+        return scored[:64]
 
     def _likely_ends(self, start: int) -> list[int]:
         """End lines from ``start`` on, near ones first, up to a few hundred, and the last
@@ -327,8 +348,12 @@ class ProgramDrafter:
                 add(original[len(partial) :], target + 1, share)
                 continue
             same = _common_bytes(partial, original)
+            resumed = _resumption(partial, original, same)
+            if resumed is not None:
+                end, size = resumed
+                add(original[end:], target + 1, share * (0.7 if size >= 6 else 0.35))
             new = len(partial) - same
-            for skipped, part in ((new, 0.3), (0, 0.1), (1, 0.1), (2, 0.05), (3, 0.05),
+            for skipped, part in ((new, 0.2), (0, 0.05), (1, 0.05), (2, 0.03), (3, 0.03),
                                   (new - 1, 0.05), (new + 1, 0.05)):  # fmt: skip
                 if skipped >= 0:
                     add(original[same + skipped :], target + 1, share * part)
@@ -384,18 +409,19 @@ class ProgramDrafter:
 
     # -- tokens -------------------------------------------------------------------------
 
-    def op_tokens(self, prefix: bytes, text: bytes) -> OpTokens:
+    def op_tokens(self, prefix: bytes, text: bytes, limit: int) -> OpTokens:
         """The tokens the decoder appends when the op written so far as ``prefix`` goes on
         as ``text``: the longest allowed token at every model decision, the tokenizer's tokens
-        for every forced literal, up to the op's end (or as far as ``text`` can be followed)."""
-        key = (prefix, text)
+        for every forced literal, up to the op's end (or as far as ``text`` can be followed,
+        or ``limit`` tokens)."""
+        key = (prefix, text, limit)
         cached = self._op_tokens.get(key)
         if cached is None:
-            cached = self._tokenize(prefix, text)
+            cached = self._tokenize(prefix, text, limit)
             self._op_tokens[key] = cached
         return cached
 
-    def _tokenize(self, prefix: bytes, text: bytes) -> OpTokens:
+    def _tokenize(self, prefix: bytes, text: bytes, limit: int) -> OpTokens:
         matcher = self.scratch
         if prefix and not matcher.accept_bytes(prefix):
             return OpTokens((), (), False)
@@ -404,7 +430,7 @@ class ProgramDrafter:
         tokens: list[int] = []
         decided: list[bool] = []
         position = len(prefix)
-        while not matcher.ops and not matcher.is_accepting():
+        while not matcher.ops and not matcher.is_accepting() and len(tokens) < limit:
             forced = matcher.forced_bytes()
             if forced:
                 if not forced.startswith(text[position : position + len(forced)]):
@@ -467,14 +493,16 @@ class ProgramDrafter:
             return
         limit = len(graph) + 4 * budget + 64
         reach = {node: graph.reach[node]}
-        self._grow(graph, reach, node, ops, prefix, budget, limit)
+        levels = {node: 0}
+        self._grow(graph, reach, levels, node, ops, prefix, budget, limit)
         for index, value in reach.items():
-            graph.reach[index] = value
+            graph.reach[index] = value * FOLLOW_DISCOUNT ** levels[index]
 
     def _grow(
         self,
         graph: DraftGraph,
         reach: dict[int, float],
+        levels: dict[int, int],
         node: int,
         ops: tuple[Op, ...],
         prefix: bytes,
@@ -490,12 +518,13 @@ class ProgramDrafter:
                 break
             if base * proposal.mass < self.prior.min_reach:
                 continue
-            drafted = self.op_tokens(prefix, proposal.text)
+            drafted = self.op_tokens(prefix, proposal.text, budget + 1)
             if not drafted.tokens:
                 continue
             leaf, leaf_reach = self._add_path(
                 graph, reach, node, base * proposal.mass, drafted, proposal.rate
             )
+            self._level(graph, levels, node, leaf)
             if drafted.complete and proposal.op is not None:
                 ends.append((leaf_reach, leaf, proposal.op))
         ends.sort(key=lambda item: -item[0])
@@ -505,9 +534,23 @@ class ProgramDrafter:
             tail = [] if isinstance(op, Gen) else self.echo(op)
             if len(tail) > budget:
                 continue
+            start = leaf
             for token in [*tail, *self._literal(b"<")]:
                 leaf = self._add_node(graph, reach, leaf, token, leaf_reach)
-            self._grow(graph, reach, leaf, (*ops, op), b"<", budget, limit)
+            self._level(graph, levels, start, leaf, 1)
+            self._grow(graph, reach, levels, leaf, (*ops, op), b"<", budget, limit)
+
+    @staticmethod
+    def _level(
+        graph: DraftGraph, levels: dict[int, int], top: int, leaf: int, deeper: int = 0
+    ) -> None:
+        """Give the nodes from below ``top`` down to ``leaf`` the level of ``top`` (plus
+        ``deeper``): how many ops ahead of the one in progress they lie."""
+        level = levels[top] + deeper
+        node = leaf
+        while node != top:
+            levels[node] = min(levels.get(node, level), level)
+            node = graph.parents[node]
 
     def _add_path(
         self,

@@ -28,6 +28,9 @@ from cad.training.datasets import EditExample
 
 FOLLOW_REACHES = (0.003, 0.01, 0.03, 0.1)
 MIN_REACHES = (0.0002, 0.001, 0.003)
+REPLAYED_CHARACTERS = 8000
+"""Edits longer than this are fitted but not replayed when choosing thresholds (replays of
+long files take seconds each and decide the same way)."""
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,9 @@ def calibrate_prior(
     """The prior fitted to ``edits``, with the reach thresholds that need the fewest forwards
     when at most ``sample`` of them (spread evenly) are replayed at ``budget``."""
     fitted = fit_prior(edits)
-    stride = max(1, len(edits) // max(sample, 1))
-    chosen = edits[::stride][:sample]
+    small = [edit for edit in edits if len(edit.before) <= REPLAYED_CHARACTERS]
+    stride = max(1, len(small) // max(sample, 1))
+    chosen = small[::stride][:sample]
     rows = []
     for min_reach in MIN_REACHES:
         for follow_reach in FOLLOW_REACHES:
