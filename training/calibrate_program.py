@@ -26,8 +26,8 @@ from cad.selector.draft_config import (
 from cad.selector.program_drafting import Alignment
 from cad.training.datasets import EditExample
 
-FOLLOW_REACHES = (0.003, 0.01, 0.03, 0.1)
-MIN_REACHES = (0.0002, 0.001, 0.003)
+FOLLOW_REACHES = (0.01, 0.05)
+MIN_REACHES = (0.0005, 0.002)
 REPLAYED_CHARACTERS = 8000
 """Edits longer than this are fitted but not replayed when choosing thresholds (replays of
 long files take seconds each and decide the same way)."""
@@ -151,7 +151,7 @@ def calibrate_prior(
     encode: Callable[[str], list[int]],
     budget: int,
     *,
-    sample: int = 60,
+    sample: int = 40,
     on_row: Callable[[PriorRow], None] | None = None,
 ) -> tuple[ProgramPrior, list[PriorRow]]:
     """The prior fitted to ``edits``, with the reach thresholds that need the fewest forwards
