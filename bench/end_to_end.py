@@ -1,5 +1,6 @@
-"""End-to-end benchmark: per edit of a corpus, forced-program copy-as-decode vs AR
-regeneration vs prompt-lookup decoding — same model, same target bytes, same process.
+"""End-to-end benchmark: per edit of a corpus, forced-program copy-as-decode (speculative
+program decoding with the shipped draft configuration) vs AR regeneration vs prompt-lookup
+decoding — same model, same target bytes, same process.
 
     python -m bench.end_to_end --model qwen2.5-0.5b --corpus heval-python --limit 40 \
         --out-json e2e.json --out-md e2e.md --plot e2e.png
@@ -62,7 +63,7 @@ def markdown(result: dict) -> str:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for method, label in (
-        ("cad", "copy-as-decode (forced program)"),
+        ("cad", "copy-as-decode (forced program, speculative)"),
         ("ar", "AR regeneration"),
         ("pld", "prompt lookup"),
     ):

@@ -1,15 +1,24 @@
-"""Rewrite-mode benchmark: per edit, forwards and wall-clock of AR regeneration, prompt-lookup
-decoding, rewrite mode with calibrated draft graphs, and program mode with the oracle
-program — same model, same process, every method forced to the gold file (the oracle), so
-all produce the same bytes and acceptance is measured even with random weights.
+"""Rewrite- and program-mode benchmark: per edit, forwards and wall-clock of AR regeneration,
+prompt-lookup decoding (10 draft tokens, and as many as rewrite mode's draft budget), rewrite
+mode with calibrated draft graphs, and program mode with the oracle program (one decision per
+forward, speculative, and the sub-line oracle priced in forwards) — same model, same process,
+every method forced to the gold file, so all produce the same bytes and acceptance is measured
+even with random weights.
 
-    python -m bench.rewrite --model qwen2.5-0.5b --device cpu --dtype float32 \
+    python -m bench.rewrite --model qwen2.5-0.5b --device cpu --dtype float32 \\
         --corpus heval-python --split test --out-json r.json --out-md r.md --plot r.png
+
+With the target forced, how many forwards a method takes does not depend on the weights, so
+``--replay`` counts them without a model (the same draft and acceptance code, no forwards;
+tests check the counts equal those of real decoding): minutes for hundreds of edits.
+
+    python -m bench.rewrite --replay --corpus releases.jsonl --split test --out-md counts.md
 
 ``--split test`` keeps the edits that ``cad calibrate --holdout`` leaves out, so the shipped
 draft configuration is measured on edits it was not calibrated on. ``--configs`` lists the
 draft configurations to run: ``default`` (the shipped one) and/or JSON files from
-``cad calibrate``, each a rewrite row of its own.
+``cad calibrate``, each a rewrite row of its own; the first one's budget is the equal budget
+given to prompt lookup and to program mode.
 """
 
 from __future__ import annotations
@@ -17,10 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.harness import machine, pick_model, spread, synchronize
-from cad.resolver import oracle
+from bench.harness import QWEN2_TOKENIZER, machine, pick_model, spread, synchronize
+from cad.grammar import ProgramTokenIndex
+from cad.resolver import CopySpan, Document, Program, oracle
 from cad.selector import (
     Decoder,
     DraftConfig,
@@ -30,16 +41,30 @@ from cad.selector import (
     prompt_lookup,
     regenerate,
 )
+from cad.selector.baselines import prompt_lookup_steps
+from cad.selector.decoder import replay_forced
 from cad.selector.loading import enable_compile
+from cad.selector.program_cost import Pricing, subline_oracle
+from cad.selector.prompt import program_prompt, rewrite_prompt
 from cad.selector.rewrite import rewrite_forced
 from cad.selector.stats import DecodeResult
 from cad.training.datasets import EditExample, load_edits, select_split
 
-LABELS = {
-    "ar": "AR regeneration",
-    "pld": "prompt lookup (10 draft tokens)",
-    "program": "program mode, oracle program",
-}
+PLD_DRAFT = 10
+TARGETS = {"program_over_rewrite": 0.5, "pld_over_rewrite": 2.0}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One method on one edit: its forwards, and its wall-clock and draft tokens when it ran
+    with a model."""
+
+    forwards: int
+    wall_s: float = 0.0
+    drafted: int = 0
+
+
+Method = Callable[[EditExample], Outcome]
 
 
 def load_configs(names: list[str]) -> dict[str, DraftConfig]:
@@ -53,138 +78,278 @@ def load_configs(names: list[str]) -> dict[str, DraftConfig]:
     }
 
 
-def methods(
-    loaded: LoadedModel, decoder: Decoder, configs: dict[str, DraftConfig]
-) -> dict[str, Callable[[EditExample], DecodeResult]]:
-    """The measured methods by name; ``rewrite:<config>`` uses that draft configuration."""
-    table: dict[str, Callable[[EditExample], DecodeResult]] = {
-        "ar": lambda e: regenerate(loaded, e.before, e.instruction, e.after),
-        "pld": lambda e: prompt_lookup(loaded, e.before, e.instruction, e.after),
+def method_names(configs: dict[str, DraftConfig]) -> list[str]:
+    """The measured methods, in table order."""
+    return [
+        "ar",
+        "pld",
+        "pld-budget",
+        *(f"rewrite:{name}" for name in configs),
+        "program-sequential",
+        "program",
+        "program-subline",
+    ]
+
+
+class Programs:
+    """The oracle programs of an edit (line, and sub-line priced in forwards), computed once."""
+
+    def __init__(self, tokenizer, index: ProgramTokenIndex, config: DraftConfig) -> None:
+        self.tokenizer = tokenizer
+        self.pricing = Pricing(index, self.encode, config.budget, config.program)
+        self.cache: dict[str, tuple[Program, Program]] = {}
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def pieces(self, text: str) -> list[tuple[int, int]]:
+        encoded = self.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+        return encoded["offset_mapping"]
+
+    def __call__(self, example: EditExample) -> tuple[Program, Program]:
+        if example.id not in self.cache:
+            line = oracle(example.before, example.after)
+            sub = subline_oracle(example.before, example.after, self.pricing, pieces=self.pieces)
+            self.cache[example.id] = (line, sub)
+        return self.cache[example.id]
+
+
+def _timed(result: DecodeResult, example: EditExample, name: str) -> Outcome:
+    if result.text != example.after:
+        raise AssertionError(f"{name} was not byte-exact on {example.id}")
+    stats = result.stats
+    return Outcome(stats.forwards, stats.wall_s, stats.drafted_tokens)
+
+
+def model_methods(
+    loaded: LoadedModel, configs: dict[str, DraftConfig], programs: Programs
+) -> dict[str, Method]:
+    """Every method run with the model: real forwards, real wall-clock."""
+    first = next(iter(configs.values()))
+    budget = first.budget
+    decoders = {
+        "program-sequential": Decoder(loaded, max_new_tokens=8192, config=first, draft_budget=0),
+        "program": Decoder(loaded, max_new_tokens=8192, config=first),
+        "program-subline": Decoder(loaded, max_new_tokens=8192, config=first),
+    }
+    table: dict[str, Method] = {
+        "ar": lambda e: _timed(regenerate(loaded, e.before, e.instruction, e.after), e, "ar"),
+        "pld": lambda e: _timed(
+            prompt_lookup(loaded, e.before, e.instruction, e.after, num_draft=PLD_DRAFT), e, "pld"
+        ),
+        "pld-budget": lambda e: _timed(
+            prompt_lookup(loaded, e.before, e.instruction, e.after, num_draft=budget),
+            e,
+            "pld-budget",
+        ),
     }
     for name, config in configs.items():
 
-        def run(e: EditExample, config=config) -> DecodeResult:
-            return rewrite_forced(loaded, e.before, e.instruction, e.after, config=config)
+        def run(e: EditExample, config: DraftConfig = config, name: str = name) -> Outcome:
+            result = rewrite_forced(loaded, e.before, e.instruction, e.after, config=config)
+            return _timed(result, e, f"rewrite:{name}")
 
         table[f"rewrite:{name}"] = run
-    table["program"] = lambda e: decoder.edit(
-        e.before, e.instruction, program=oracle(e.before, e.after)
-    )
+    for name, decoder in decoders.items():
+
+        def decode(e: EditExample, decoder: Decoder = decoder, name: str = name) -> Outcome:
+            program = programs(e)[name == "program-subline"]
+            return _timed(decoder.edit(e.before, e.instruction, program=program), e, name)
+
+        table[name] = decode
     return table
 
 
-def measure(
-    loaded: LoadedModel, table: dict[str, Callable[[EditExample], DecodeResult]], example
-) -> dict:
-    """Forwards and wall-clock of every method on one edit; each must be byte-exact."""
-    row: dict = {"id": example.id, "tokens": len(loaded.tokenizer.encode(example.after))}
+def replay_methods(
+    tokenizer, configs: dict[str, DraftConfig], programs: Programs, index: ProgramTokenIndex
+) -> dict[str, Method]:
+    """Every method's forwards counted without a model (forced targets need no logits)."""
+    from cad.training.calibrate import replay
+
+    first = next(iter(configs.values()))
+    stop = tokenizer.eos_token_id
+    encode = programs.encode
+
+    def pld(example: EditExample, draft: int) -> Outcome:
+        prompt = rewrite_prompt(tokenizer, Document(example.before), example.instruction)
+        steps = prompt_lookup_steps(prompt, encode(example.after), draft, 3)
+        return Outcome(sum(1 for _ in steps))
+
+    def program(example: EditExample, name: str) -> Outcome:
+        chosen = programs(example)[name == "program-subline"]
+        subline = any(isinstance(op, CopySpan) for op in chosen.ops)
+        prompt = program_prompt(tokenizer, Document(example.before), example.instruction,
+                                subline=subline)  # fmt: skip
+        stats = replay_forced(
+            index,
+            encode,
+            example.before,
+            chosen,
+            budget=0 if name == "program-sequential" else first.budget,
+            prior=first.program,
+            prompt_tokens=len(prompt),
+        )
+        return Outcome(stats.forwards, drafted=stats.drafted_tokens)
+
+    table: dict[str, Method] = {
+        "ar": lambda e: Outcome(len(encode(e.after))),
+        "pld": lambda e: pld(e, PLD_DRAFT),
+        "pld-budget": lambda e: pld(e, first.budget),
+    }
+    for name, config in configs.items():
+
+        def run(e: EditExample, config: DraftConfig = config) -> Outcome:
+            prompt = rewrite_prompt(tokenizer, Document(e.before), e.instruction)
+            steps = replay(encode(e.before), encode(e.after), config, stop=stop,
+                           prompt_tokens=len(prompt))  # fmt: skip
+            return Outcome(len(steps) - 1, drafted=sum(nodes for _, nodes in steps))
+
+        table[f"rewrite:{name}"] = run
+    for name in ("program-sequential", "program", "program-subline"):
+        table[name] = lambda e, name=name: program(e, name)
+    return table
+
+
+def measure(table: dict[str, Method], example: EditExample, tokens: int, loaded=None) -> dict:
+    """Forwards (and wall-clock with a model) of every method on one edit."""
+    row: dict = {"id": example.id, "tokens": tokens}
     for name, call in table.items():
-        synchronize(loaded)
-        result = call(example)
-        synchronize(loaded)
-        if result.text != example.after:
-            raise AssertionError(f"{name} was not byte-exact on {example.id}")
-        row[name] = {
-            "wall_s": result.stats.wall_s,
-            "forwards": result.stats.forwards,
-            "drafted": getattr(result.stats, "drafted_tokens", 0),
-        }
+        if loaded is not None:
+            synchronize(loaded)
+        outcome = call(example)
+        if loaded is not None:
+            synchronize(loaded)
+        row[name] = {"forwards": outcome.forwards, "wall_s": outcome.wall_s,
+                     "drafted": outcome.drafted}  # fmt: skip
     return row
 
 
-def summarise(rows: list[dict], names: list[str]) -> dict:
-    """Median and spread per method, and per-edit forward ratios of prompt lookup over each
-    rewrite configuration and of each rewrite configuration over program mode."""
+def _ratio(rows: list[dict], numerator: str, denominator: str, key: str) -> dict[str, float]:
+    return spread([r[numerator][key] / max(r[denominator][key], 1e-9) for r in rows])
+
+
+def summarise(rows: list[dict], names: list[str], timed: bool) -> dict:
+    """Median and spread per method, and per-edit ratios: prompt lookup at the equal budget
+    over each method, and each method over rewrite mode (the first configuration)."""
+    rewrite = next(n for n in names if n.startswith("rewrite:"))
     out: dict = {}
     for name in names:
-        out[name] = {
-            "wall_s": spread([r[name]["wall_s"] for r in rows]),
-            "forwards": spread([float(r[name]["forwards"]) for r in rows]),
-        }
-    for name in (n for n in names if n.startswith("rewrite:")):
-        out[name]["pld_over_rewrite_forwards"] = spread(
-            [r["pld"]["forwards"] / max(r[name]["forwards"], 1) for r in rows]
-        )
-        out[name]["rewrite_over_program_forwards"] = spread(
-            [r[name]["forwards"] / max(r["program"]["forwards"], 1) for r in rows]
-        )
-        out[name]["pld_over_rewrite_wall"] = spread(
-            [r["pld"]["wall_s"] / r[name]["wall_s"] for r in rows]
-        )
+        out[name] = {"forwards": spread([float(r[name]["forwards"]) for r in rows])}
+        if timed:
+            out[name]["wall_s"] = spread([r[name]["wall_s"] for r in rows])
+        if name not in ("ar", "pld", "pld-budget"):
+            out[name]["pld_budget_over_method_forwards"] = _ratio(rows, "pld-budget", name,
+                                                                  "forwards")  # fmt: skip
+            if timed:
+                out[name]["pld_budget_over_method_wall"] = _ratio(rows, "pld-budget", name,
+                                                                  "wall_s")  # fmt: skip
+        if name.startswith("program"):
+            out[name]["method_over_rewrite_forwards"] = _ratio(rows, name, rewrite, "forwards")
+            if timed:
+                out[name]["method_over_rewrite_wall"] = _ratio(rows, name, rewrite, "wall_s")
     return out
 
 
-def _label(name: str, budgets: dict[str, str]) -> str:
+def _label(name: str, configs: dict[str, DraftConfig]) -> str:
+    budget = next(iter(configs.values())).budget
     if name.startswith("rewrite:"):
-        config = name.split(":", 1)[1]
-        return f"rewrite + draft graph ({config} config: {budgets[config]})"
-    return LABELS[name]
+        config = configs[name.split(":", 1)[1]]
+        return (
+            f"rewrite + draft graph ({name.split(':', 1)[1]} config: budget {config.budget}, "
+            f"min reach {config.min_reach:g})"
+        )
+    return {
+        "ar": "AR regeneration",
+        "pld": f"prompt lookup ({PLD_DRAFT} draft tokens)",
+        "pld-budget": f"prompt lookup ({budget} draft tokens, equal budget)",
+        "program-sequential": "program mode, oracle program, one decision per forward",
+        "program": f"program mode, oracle program, speculative (budget {budget})",
+        "program-subline": f"program mode, sub-line oracle, speculative (budget {budget})",
+    }[name]
 
 
 def _short_label(name: str) -> str:
     """A method's name on a plot axis; the table gives the full description."""
     if name.startswith("rewrite:"):
         return "rewrite\n" + name.split(":", 1)[1]
-    return {"ar": "AR", "pld": "prompt\nlookup", "program": "program\n(oracle)"}[name]
+    return {
+        "ar": "AR",
+        "pld": "prompt\nlookup",
+        "pld-budget": "prompt\nlookup B",
+        "program-sequential": "program\n1/fwd",
+        "program": "program\nspec.",
+        "program-subline": "program\nsub-line",
+    }[name]
 
 
 def _cell(s: dict[str, float], digits: int) -> str:
     return f"{s['median']:.{digits}f} ({s['q1']:.{digits}f}–{s['q3']:.{digits}f})"
 
 
-def markdown(result: dict) -> str:
+def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
     """The results table: medians per edit with their interquartile range."""
-    summary, budgets = result["summary"], result["budgets"]
+    summary, timed = result["summary"], result["timed"]
+    how = "forwards replayed without a model" if not timed else f"{result['model']}, "
+    how += "" if not timed else f"{result['dtype']}, {result['device']}"
     lines = [
-        f"Rewrite mode: {result['corpus']} ({result['n']} edits, split {result['split']}), "
-        f"{result['model']}, {result['dtype']}, {result['device']}; target forced (oracle); "
-        "medians per edit (IQR)",
+        f"{result['corpus']} ({result['n']} edits, split {result['split']}"
+        f"{', at most ' + str(result['max_tokens']) + ' tokens' if result['max_tokens'] else ''}"
+        f"), {how}; target forced (oracle); medians per edit (IQR)",
         "",
-        "| method | forwards | wall (s) | PLD forwards ÷ method | PLD wall ÷ method "
-        "| method forwards ÷ program |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
+    keys = [("forwards", "forwards", 1)]
+    ratios = [("pld_budget_over_method_forwards", "PLD (equal budget) forwards ÷ method"),
+              ("method_over_rewrite_forwards", "method forwards ÷ rewrite")]  # fmt: skip
+    if timed:
+        keys.append(("wall_s", "wall (s)", 2))
+        ratios += [("pld_budget_over_method_wall", "PLD (equal budget) wall ÷ method"),
+                   ("method_over_rewrite_wall", "method wall ÷ rewrite")]  # fmt: skip
+    header = ["method", *(label for _, label, _ in keys), *(label for _, label in ratios)]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("| --- |" + " ---: |" * (len(header) - 1))
     for name in result["methods"]:
         s = summary[name]
-        ratios = [
-            _cell(s[key], 2) + "×" if key in s else ""
-            for key in (
-                "pld_over_rewrite_forwards",
-                "pld_over_rewrite_wall",
-                "rewrite_over_program_forwards",
-            )
-        ]
-        lines.append(
-            f"| {_label(name, budgets)} | {_cell(s['forwards'], 0)} | {_cell(s['wall_s'], 2)} "
-            f"| {' | '.join(ratios)} |"
-        )
+        cells = [_label(name, configs)]
+        cells += [_cell(s[key], digits if key != "forwards" else 0) for key, _, digits in keys]
+        cells += [_cell(s[key], 2) + "×" if key in s else "" for key, _ in ratios]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], names: list[str], title: str, path: Path) -> None:
-    """Box plots of forwards and wall-clock per edit for every method."""
+def plot(rows: list[dict], names: list[str], title: str, path: Path, timed: bool) -> None:
+    """Box plots of forwards (and wall-clock) per edit for every method."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = [_short_label(n) for n in names]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for axis, key, ylabel in ((axes[0], "forwards", "forwards per edit"),
-                              (axes[1], "wall_s", "wall-clock per edit (s)")):  # fmt: skip
-        axis.boxplot([[r[n][key] for r in rows] for n in names], tick_labels=labels)
+    panels = [("forwards", "forwards per edit")]
+    if timed:
+        panels.append(("wall_s", "wall-clock per edit (s)"))
+    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels) + 1, 4.5), squeeze=False)
+    for axis, (key, ylabel) in zip(axes[0], panels, strict=True):
+        axis.boxplot([[max(r[n][key], 1e-3) for r in rows] for n in names], tick_labels=labels)
         axis.set_yscale("log")
         axis.set_ylabel(ylabel)
-        axis.tick_params(axis="x", labelsize=8)
+        axis.tick_params(axis="x", labelsize=7)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
 
-def select(examples: list[EditExample], split: str, limit: int) -> list[EditExample]:
+def select(
+    examples: list[EditExample], split: str, limit: int, tokenizer=None, max_tokens: int = 0
+) -> list[EditExample]:
     """The ``split`` part of the corpus (``all``, or train/valid/test of ``split_by_id``),
-    first ``limit`` edits when ``limit`` is set."""
+    edits of at most ``max_tokens`` tokens before and after when set, first ``limit`` when
+    set."""
     examples = select_split(examples, split)
+    if max_tokens and tokenizer is not None:
+        examples = [
+            e for e in examples
+            if max(len(tokenizer.encode(e.before)), len(tokenizer.encode(e.after))) <= max_tokens
+        ]  # fmt: skip
     return examples[:limit] if limit else examples
 
 
@@ -196,9 +361,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model", default="qwen2.5-0.5b")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--replay", action="store_true",
+                        help="count forwards without a model (the Qwen2 tokenizer's tokens)")  # fmt: skip
+    parser.add_argument("--tokenizer", type=Path, default=QWEN2_TOKENIZER,
+                        help="tokenizer folder for --replay")  # fmt: skip
     parser.add_argument("--corpus", default="heval-python")
     parser.add_argument("--split", default="test", choices=["all", "train", "valid", "test"])
     parser.add_argument("--limit", type=int, default=0, help="first N edits only (0 = all)")
+    parser.add_argument("--max-tokens", type=int, default=0,
+                        help="skip edits longer than N tokens before or after (0 = none)")  # fmt: skip
     parser.add_argument(
         "--configs", default="default", help="comma-separated: default and/or config files"
     )
@@ -213,50 +384,58 @@ def main(argv: list[str] | None = None) -> dict:
         configs = load_configs([c for c in args.configs.split(",") if c])
     except DraftConfigError as exc:
         parser.error(str(exc))
-    loaded = pick_model(args.model, args.device, args.dtype)
-    if args.compile:
-        enable_compile(loaded)
-    decoder = Decoder(loaded, max_new_tokens=8192)
-    examples = select(load_edits(args.corpus), args.split, args.limit)
-    table = methods(loaded, decoder, configs)
-    measure(loaded, table, examples[0])
+    loaded = None
+    if args.replay:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        vocab_size = len(tokenizer)
+    else:
+        loaded = pick_model(args.model, args.device, args.dtype)
+        if args.compile:
+            enable_compile(loaded)
+        tokenizer, vocab_size = loaded.tokenizer, loaded.vocab_size
+    index = ProgramTokenIndex.for_tokenizer(tokenizer, vocab_size)
+    first = next(iter(configs.values()))
+    programs = Programs(tokenizer, index, first)
+    examples = select(load_edits(args.corpus), args.split, args.limit, tokenizer, args.max_tokens)
+    if loaded is None:
+        table = replay_methods(tokenizer, configs, programs, index)
+    else:
+        table = model_methods(loaded, configs, programs)
+        measure(table, examples[0], 0, loaded)
+    names = method_names(configs)
     rows = []
     for i, example in enumerate(examples, 1):
-        rows.append(measure(loaded, table, example))
-        shown = " ".join(
-            f"{n} {rows[-1][n]['forwards']}/{rows[-1][n]['wall_s']:.2f}s" for n in table
-        )
-        print(
-            f"[{i}/{len(examples)}] {example.id} ({rows[-1]['tokens']} tokens): {shown}", flush=True
-        )
-    budgets = {
-        name: f"budget {config.budget}, min reach {config.min_reach:g}"
-        for name, config in configs.items()
-    }
+        tokens = len(tokenizer.encode(example.after))
+        rows.append(measure(table, example, tokens, loaded))
+        shown = " ".join(f"{n} {rows[-1][n]['forwards']}" for n in names)
+        print(f"[{i}/{len(examples)}] {example.id} ({tokens} tokens): {shown}", flush=True)
+    timed = loaded is not None
     result = {
-        "corpus": args.corpus,
+        "corpus": Path(args.corpus).name,
         "split": args.split,
+        "max_tokens": args.max_tokens,
         "n": len(rows),
-        "model": loaded.name,
-        "dtype": str(loaded.dtype).removeprefix("torch."),
-        "device": machine(),
+        "timed": timed,
+        "model": loaded.name if loaded else f"tokenizer {Path(args.tokenizer).name}",
+        "dtype": str(loaded.dtype).removeprefix("torch.") if loaded else "",
+        "device": machine() if loaded else "",
         "compiled": args.compile,
-        "methods": list(table),
-        "budgets": budgets,
-        "summary": summarise(rows, list(table)),
+        "methods": names,
+        "budget": first.budget,
+        "configs": {name: replace(config, rates={}).to_json() for name, config in configs.items()},
+        "summary": summarise(rows, names, timed),
         "rows": rows,
     }
     if args.out_json:
         args.out_json.write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
+    text = markdown(result, configs)
     if args.out_md:
         args.out_md.write_text(text)
     if args.plot:
-        title = (
-            f"{result['model']} {result['dtype']}, {result['device']}; "
-            f"{result['corpus']} ({args.split} split)"
-        )
-        plot(rows, list(table), title, args.plot)
+        title = f"{result['model']} {result['dtype']} {result['device']}; {result['corpus']}"
+        plot(rows, names, title, args.plot, timed)
     print(text)
     return result
 

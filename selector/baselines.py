@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 from cad.resolver import Document
 from cad.selector import kv
@@ -70,6 +71,28 @@ class NgramIndex:
         return []
 
 
+def prompt_lookup_steps(
+    prompt: list[int], target_ids: list[int], num_draft: int, max_ngram: int
+) -> Iterator[tuple[int, list[int], int]]:
+    """Prompt-lookup decoding of ``target_ids`` after ``prompt``, one forward per step:
+    ``(the next target token, the draft verified after it, how many drafted tokens equal the
+    target)``. Acceptance needs no logits when the target is forced."""
+    index = NgramIndex(max_ngram)
+    index.extend(prompt)
+    position = 0
+    while position < len(target_ids):
+        token = target_ids[position]
+        index.extend([token])
+        draft = index.draft(num_draft)
+        expected = target_ids[position + 1 : position + 1 + len(draft)]
+        accepted = 0
+        while accepted < len(expected) and draft[accepted] == expected[accepted]:
+            accepted += 1
+        index.extend(draft[:accepted])
+        yield token, draft, accepted
+        position += 1 + accepted
+
+
 def prompt_lookup(
     loaded: LoadedModel,
     document: str,
@@ -83,25 +106,14 @@ def prompt_lookup(
     token plus a draft; the accepted draft prefix is exactly the part equal to the target."""
     start = time.perf_counter()
     prompt, target_ids, stats, cache = _start(loaded, document, instruction, target, "pld")
-    index = NgramIndex(max_ngram)
-    index.extend(prompt)
     began = time.perf_counter()
-    position = 0
-    while position < len(target_ids):
-        token = target_ids[position]
-        index.extend([token])
-        draft = index.draft(num_draft)
+    for token, draft, accepted in prompt_lookup_steps(prompt, target_ids, num_draft, max_ngram):
         kept = kv.cache_length(cache) + 1
         kv.verify(loaded.model, cache, [token, *draft], loaded.device)
-        expected = target_ids[position + 1 : position + 1 + len(draft)]
-        accepted = 0
-        while accepted < len(expected) and draft[accepted] == expected[accepted]:
-            accepted += 1
         kv.truncate(cache, kept + accepted)
-        index.extend(draft[:accepted])
         stats.forwards += 1
+        stats.drafted_tokens += len(draft)
         stats.copied_tokens += accepted
-        position += 1 + accepted
     stats.generated_tokens = len(target_ids) - stats.copied_tokens
     stats.decode_s = time.perf_counter() - began
     stats.wall_s = time.perf_counter() - start

@@ -1,8 +1,22 @@
-"""The copy-as-decode loop: constrained program decoding with parallel-prefill copies.
+"""The copy-as-decode loop: constrained program decoding with parallel-prefill copies and
+speculative drafts of the program itself.
 
-Per step: take every byte the grammar forces (structural literals) and, when an op completes
-as a copy, the copied text's tokens; feed them together with the last chosen token in ONE
-forward; then let the model choose the next token under the program FSM's mask.
+Every forward feeds the tokens that must go into the cache anyway (the prompt, or the model's
+last choice with the literals the grammar forces after it and the copied text of a copy it
+completed) followed by a draft tree of the program's likely continuation. Per step:
+
+1. ``draft``: the known tokens as a chain, the drafter's proposals below it, pruned to the
+   draft budget;
+2. ``verify``: ONE forward over the whole tree;
+3. ``accept``: walk down from the chain's end: at each node where the model decides, take
+   its choice under the program FSM's mask at that node (greedy argmax, the speculative
+   sampling rule, or the forced program's token) and follow the drafted child equal to it;
+   forced literals and copied text need no decision; the choice that leaves the tree, and
+   whatever the grammar forces after it, are fed by the next forward;
+4. ``keep``: the cache keeps the accepted path only.
+
+The program is exactly the one one-token-per-forward decoding writes: every choice is made
+from the logits of the same prefix, under the same mask.
 """
 
 from __future__ import annotations
@@ -14,18 +28,52 @@ from typing import Any
 
 import torch
 
-from cad.grammar import ProgramTokenIndex
+from cad.grammar import ProgramTokenIndex, apply_token_bitmask_inplace
 from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import CopySpan, Document, Program, format_program, resolve
 from cad.selector import kv
+from cad.selector.draft_config import DraftConfig, ProgramPrior, load_draft_config
+from cad.selector.draft_graph import DraftGraph, chain, prune
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
+from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.prompt import program_prompt
-from cad.selector.sampling import Sampling, TokenChooser
-from cad.selector.stats import DecodeResult, Progress
+from cad.selector.sampling import Sampling, TokenChooser, speculative_choices, to_device
+from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tape import ProgramTape
+from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
+Logits = NodeLogits | dict[int, torch.Tensor]
+MAX_CHAIN_WITH_DRAFTS = 4096
+"""Known tokens a forward may carry together with a draft tree. The tree forward uses a
+dense attention mask over chain and tree; a longer chain (a long prompt or copy) is fed on
+its own, and the next forward drafts."""
+
+
+class Choice:
+    """The model's choice at a node: the forced program's token, the masked argmax, or a
+    masked sample under the speculative rule for the drafted children. The mask is the
+    tape's (the program FSM's, intersected with a syntax constraint when there is one),
+    packed and applied on the logits' device; ``chooser`` is unused when ``target`` is
+    given (forced mode)."""
+
+    def __init__(self, chooser: TokenChooser | None, target: bytes | None) -> None:
+        if chooser is None and target is None:
+            raise ValueError("a model's choice needs a token chooser")
+        self.chooser = chooser
+        self.target = target
+
+    def __call__(self, tape: ProgramTape, logits: torch.Tensor, drafted: list[int]) -> int:
+        if self.target is not None:
+            return tape.target_token(self.target)
+        chooser = self.chooser
+        assert chooser is not None
+        if chooser.sampling.temperature <= 0 or not drafted:
+            return chooser.choose(logits, tape.matcher)
+        chooser.fill(tape.matcher)
+        apply_token_bitmask_inplace(logits, to_device(chooser.bitmask[0], logits.device))
+        return speculative_choices(logits[None], [drafted], chooser.sampling, chooser.generator)[0]
 
 
 class Decoder:
@@ -34,7 +82,9 @@ class Decoder:
     ``edit`` lets the model choose (greedy or sampled) under the program FSM; with
     ``program=`` it follows that program instead (forced-program mode: the model still runs
     every forward, so costs are real, but each model-decided token is taken from the program).
-    """
+    ``config`` (default: the shipped draft configuration) gives the draft budget and the
+    calibrated program prior; ``draft_budget`` overrides the budget, 0 decodes one
+    model-decided token per forward."""
 
     def __init__(
         self,
@@ -43,11 +93,18 @@ class Decoder:
         max_new_tokens: int = 2048,
         subline: bool = False,
         sampling: Sampling | None = None,
+        config: DraftConfig | None = None,
+        draft_budget: int | None = None,
     ) -> None:
         self.loaded = loaded
         self.max_new_tokens = max_new_tokens
         self.subline = subline
         self.sampling = sampling or Sampling()
+        config = config or load_draft_config()
+        self.budget = config.budget if draft_budget is None else draft_budget
+        if self.budget < 0:
+            raise ValueError("the draft budget cannot be negative")
+        self.prior = config.program
         self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
 
     def encode(self, text: str) -> list[int]:
@@ -55,8 +112,10 @@ class Decoder:
         return self.loaded.tokenizer.encode(text, add_special_tokens=False)
 
     def check_context(self, prompt_tokens: int, document: str) -> int:
-        """Raise if the prompt and a copy of the document cannot fit; return the token budget."""
-        room = self.loaded.context_length - prompt_tokens - len(self.encode(document))
+        """Raise if the prompt, a copy of the document and a draft tree cannot fit; return the
+        token budget."""
+        needed = prompt_tokens + len(self.encode(document)) + self.budget
+        room = self.loaded.context_length - needed
         if room < 16:
             raise ContextTooLongError(
                 f"the document needs about {prompt_tokens} prompt tokens but the model's context "
@@ -86,49 +145,128 @@ class Decoder:
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
         tape = ProgramTape(self.index, self.encode, doc, subline=subline, syntax=syntax)
+        drafter = ProgramDrafter(self.index, self.encode, doc, subline=subline, prior=self.prior)
         prompt = program_prompt(self.loaded.tokenizer, doc, instruction, subline=subline)
-        budget = self.check_context(len(prompt), document)
+        limit = self.check_context(len(prompt), document)
         tape.stats.prefill_tokens = len(prompt)
+        choose = Choice(TokenChooser.for_model(self.loaded, self.sampling), target)
         cache = kv.new_cache(self.loaded.model)
-        chooser = TokenChooser.for_model(self.loaded, self.sampling)
-        logits = self._forward(tape, cache, prompt + tape.take_forced(), prefill=True)
-        reported = -1
-        while not tape.matcher.is_accepting():
+        pending = prompt + tape.take_forced()
+        prefill = True
+        while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("edit cancelled")
-            if tape.stats.generated_tokens >= budget:
-                tape.finish_truncated()
-                break
-            if target is not None:
-                token = tape.target_token(target)
-            else:
-                token = chooser.choose(logits, tape.matcher)
-            tape.decide(token)
-            pending = [token, *tape.take_forced()]
-            if on_progress is not None and (
-                tape.stats.ops != reported or tape.stats.generated_tokens % 32 == 0
-            ):
-                reported = tape.stats.ops
+            graph = draft(tape, drafter, pending, self.budget)
+            past = kv.cache_length(cache)
+            logits = self.verify(tape, cache, graph, len(pending), prefill=prefill)
+            path, pending = accept(tape, graph, logits, choose, len(pending), limit)
+            keep_path(self.loaded.model, cache, past, graph, path, self.loaded.device)
+            prefill = False
+            if on_progress is not None:
                 on_progress(tape.progress())
-            if tape.matcher.is_accepting():
+            if tape.finished:
                 break
-            logits = self._forward(tape, cache, pending)
         tape.stats.wall_s = time.perf_counter() - start
         return DecodeResult(tape.resolver.program, tape.resolver.text, tape.stats)
 
-    def _forward(
-        self, tape: ProgramTape, cache: Any, token_ids: list[int], *, prefill: bool = False
-    ) -> torch.Tensor:
-        """One forward of the pending tokens (prompt, or a decision plus forced/copied text)."""
+    def verify(
+        self, tape: ProgramTape, cache: Any, graph: DraftGraph, known: int, *, prefill: bool
+    ) -> Logits:
+        """Step 2: ONE forward over the graph; the next-token logits of its nodes. A graph
+        that is only the known chain is fed as a plain sequence."""
         began = time.perf_counter()
-        logits = kv.append(self.loaded.model, cache, token_ids, self.loaded.device)
+        model, device = self.loaded.model, self.loaded.device
+        if len(graph) == known:
+            logits: Logits = {known - 1: kv.append(model, cache, graph.tokens, device)}
+        else:
+            logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
         elapsed = time.perf_counter() - began
         if prefill:
             tape.stats.prefill_s += elapsed
         else:
             tape.stats.forwards += 1
             tape.stats.decode_s += elapsed
+        tape.stats.drafted_tokens += len(graph) - known
         return logits
+
+
+def draft(tape: ProgramTape, drafter: ProgramDrafter, known: list[int], budget: int) -> DraftGraph:
+    """Step 1: the ``known`` tokens as a chain, the drafts of the program's continuation
+    below it, pruned to ``budget`` drafted nodes."""
+    graph = chain(known)
+    if budget and len(known) <= MAX_CHAIN_WITH_DRAFTS and not tape.finished:
+        drafter.grow(graph, len(graph) - 1, tape.matcher.ops, tape.op_prefix(), budget)
+    return prune(graph, budget, required=len(known))
+
+
+def accept(
+    tape: ProgramTape,
+    graph: DraftGraph,
+    logits: Logits,
+    choose: Choice,
+    known: int,
+    limit: int,
+) -> tuple[list[int], list[int]]:
+    """Step 3: walk down from the end of the known chain, the tape deciding as the model
+    chooses and taking every forced literal and copied text; returns the accepted path
+    (graph nodes, chain included) and the tape's tokens the next forward must feed."""
+    node = known - 1
+    path = list(range(known))
+    while not tape.finished:
+        if tape.stats.generated_tokens >= limit:
+            tape.finish_truncated()
+            break
+        token = choose(tape, logits[node], list(graph.children[node]))
+        tape.decide(token)
+        written = [token, *tape.take_forced()]
+        if tape.finished:
+            break
+        for index, following in enumerate(written):
+            child = graph.child(node, following)
+            if child is None:
+                return path, written[index:]
+            node = child
+            path.append(node)
+    return path, []
+
+
+def replay_forced(
+    index: ProgramTokenIndex,
+    encode: Callable[[str], list[int]],
+    document: str,
+    program: Program,
+    *,
+    budget: int,
+    prior: ProgramPrior | None = None,
+    subline: bool = False,
+    prompt_tokens: int = 0,
+) -> DecodeStats:
+    """Forced-program decoding without a model: acceptance against a forced program needs no
+    logits, so the draft and accept steps run alone and count the forwards the decoder would
+    take (exactly those of ``Decoder.edit(..., program=program)`` after a prompt of
+    ``prompt_tokens``). What calibration and the sub-line oracle price programs with."""
+    doc = Document(document)
+    subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
+    tape = ProgramTape(index, encode, doc, subline=subline)
+    drafter = ProgramDrafter(index, encode, doc, subline=subline, prior=prior)
+    choose = Choice(None, format_program(program).encode("utf-8"))
+    pending = [-1] * prompt_tokens + tape.take_forced()
+    prefill = True
+    while not tape.finished:
+        graph = draft(tape, drafter, pending, budget)
+        known = len(pending)
+        _, pending = accept(tape, graph, _Unread(), choose, known, 1 << 30)
+        tape.stats.forwards += not prefill
+        tape.stats.drafted_tokens += len(graph) - known
+        prefill = False
+    return tape.stats
+
+
+class _Unread(dict):
+    """Logits nobody reads: forced mode chooses from the program."""
+
+    def __missing__(self, node: int) -> None:
+        return None
 
 
 def decode_forced(

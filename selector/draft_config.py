@@ -14,10 +14,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 DEFAULT_CONFIG = "draft_config.json"
 SOURCE_KINDS = ("aligned", "ngram", "output", "topk")
 STATES = ("copying", "editing")
+OP_KINDS = ("copy", "gen", "end")
+PREVIOUS = ("start", "copy", "gen", "past_end")
+START_REACH = 3
+"""Start-line offsets from the reached line that the program prior prices one by one."""
 
 
 def state_name(copying: bool) -> str:
@@ -38,6 +43,120 @@ def depth_bucket(depth: int) -> int:
 def source_key(kind: str, rank: int) -> str:
     """The key of a candidate source in ``rates``, e.g. ``aligned:0`` or ``ngram:2``."""
     return f"{kind}:{rank}"
+
+
+def octave_share(table: list[float], value: int) -> float:
+    """The probability of ``value`` (>= 1) under a histogram over doubling buckets
+    (1, 2, 3-4, 5-8, ...), spread evenly inside its bucket; 0 beyond the table."""
+    bucket = depth_bucket(value)
+    if bucket >= len(table):
+        return 0.0
+    width = 1 if bucket == 0 else 2 ** (bucket - 1)
+    return table[bucket] / width
+
+
+@dataclass(frozen=True)
+class ProgramPrior:
+    """Probabilities that price program drafts (what ``cad calibrate`` measures on oracle
+    programs).
+
+    ``next_op[previous][kind]``: the next op's kind (``copy``, ``gen``, ``end``) after the
+    program start, a copy, a gen, or once the output has reached the document's end.
+    ``start_offsets``: where a copy after the start or a gen begins, relative to the line the
+    output has reached (offsets -3 to 3); further on, and after a copy (which never goes on
+    where it ended), ``skip_lengths`` over doubling buckets of the lines skipped. ``to_end``:
+    a copy runs to the document's last line; otherwise ``copy_lengths`` over doubling buckets
+    of its line count. ``gen_close``: a gen ends after the line being written rather than
+    going on to the next. ``body_rate``: a drafted token of a gen body is accepted, given its
+    predecessor was. ``min_reach``: drafted nodes less likely than this are not verified.
+    ``follow_reach``: the ops after a drafted op (and the copied text they need) are drafted
+    only when that op is at least this likely."""
+
+    next_op: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {
+            "start": {"copy": 0.97, "gen": 0.03, "end": 0.0},
+            "copy": {"copy": 0.18, "gen": 0.82, "end": 0.0},
+            "gen": {"copy": 0.98, "gen": 0.0, "end": 0.02},
+            "past_end": {"copy": 0.04, "gen": 0.0, "end": 0.96},
+        }
+    )
+    start_offsets: list[float] = field(
+        default_factory=lambda: [0.01, 0.02, 0.14, 0.5, 0.07, 0.02, 0.02]
+    )
+    skip_lengths: list[float] = field(
+        default_factory=lambda: [0.29, 0.07, 0.08, 0.07, 0.07, 0.07, 0.08, 0.09, 0.09, 0.08]
+    )
+    to_end: float = 0.18
+    copy_lengths: list[float] = field(
+        default_factory=lambda: [0.35, 0.12, 0.11, 0.11, 0.09, 0.06, 0.05, 0.04, 0.04, 0.03]
+    )
+    gen_close: float = 0.47
+    body_rate: float = 0.9
+    min_reach: float = 0.001
+    follow_reach: float = 0.01
+
+    def __post_init__(self) -> None:
+        for previous, kinds in self.next_op.items():
+            if previous not in PREVIOUS or set(kinds) - set(OP_KINDS):
+                raise DraftConfigError(
+                    f"program.next_op: use {', '.join(PREVIOUS)} with {', '.join(OP_KINDS)}"
+                )
+            if any(not 0.0 <= p <= 1.0 for p in kinds.values()):
+                raise DraftConfigError("program.next_op: probabilities must be in [0, 1]")
+        if len(self.start_offsets) != 2 * START_REACH + 1:
+            raise DraftConfigError(f"program.start_offsets: need {2 * START_REACH + 1} values")
+        tables = (*self.start_offsets, *self.skip_lengths, *self.copy_lengths)
+        shares = (self.to_end, self.gen_close, self.body_rate, *tables)
+        if not all(0.0 <= p <= 1.0 for p in shares) or sum(self.start_offsets) > 1.0:
+            raise DraftConfigError("program: probabilities must be in [0, 1]")
+        if not 0.0 <= self.min_reach <= self.follow_reach <= 1.0:
+            raise DraftConfigError("program: need 0 <= min_reach <= follow_reach <= 1")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProgramPrior:
+        """Parse the ``program`` part of a configuration; unknown keys or ill-typed values
+        are a ``DraftConfigError``."""
+        if not isinstance(data, dict):
+            raise DraftConfigError("program: expected a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise DraftConfigError(f"unknown program keys: {', '.join(sorted(unknown))}")
+        try:
+            values: dict[str, Any] = {}
+            for key, value in data.items():
+                if key == "next_op":
+                    values[key] = {
+                        str(previous): {str(kind): float(p) for kind, p in kinds.items()}
+                        for previous, kinds in value.items()
+                    }
+                elif isinstance(value, list):
+                    values[key] = [float(x) for x in value]
+                else:
+                    values[key] = float(value)
+            return cls(**values)
+        except DraftConfigError:
+            raise
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise DraftConfigError(f"program: ill-typed value ({exc})") from None
+
+    def start_line_mass(self, cursor: int, start: int, after_copy: bool) -> float:
+        """The probability that a copy starts at line ``start`` when the output has reached
+        line ``cursor``."""
+        offset = start - cursor
+        if after_copy:
+            return octave_share(self.skip_lengths, offset) if offset >= 1 else 0.0
+        if abs(offset) <= START_REACH:
+            return self.start_offsets[offset + START_REACH]
+        if offset < 0:
+            return 0.0
+        beyond = 1.0 - sum(self.start_offsets)
+        return beyond * octave_share(self.skip_lengths, offset - START_REACH)
+
+    def end_line_mass(self, start: int, end: int, n_lines: int) -> float:
+        """The probability that a copy starting at line ``start`` ends at line ``end``."""
+        if end == n_lines:
+            return self.to_end
+        return (1.0 - self.to_end) * octave_share(self.copy_lengths, end - start + 1)
 
 
 @dataclass(frozen=True)
@@ -70,6 +189,7 @@ class DraftConfig:
     default_rate: float = 0.05
     lengths: dict[str, int] = field(default_factory=dict)
     rates: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    program: ProgramPrior = field(default_factory=lambda: ProgramPrior())
     calibrated_on: str = ""
 
     def __post_init__(self) -> None:
@@ -128,7 +248,8 @@ class DraftConfig:
                 for state, tables in data.pop("rates", {}).items()
             }
             lengths = {str(k): int(v) for k, v in data.pop("lengths", {}).items()}
-            return cls(**data, rates=rates, lengths=lengths)
+            program = ProgramPrior.from_dict(data.pop("program", {}))
+            return cls(**data, rates=rates, lengths=lengths, program=program)
         except DraftConfigError:
             raise
         except (TypeError, ValueError, AttributeError) as exc:

@@ -80,6 +80,15 @@ class DraftGraph:
         return out[::-1]
 
 
+def chain(tokens: list[int]) -> DraftGraph:
+    """A graph that is only a chain of known tokens (reach 1): what a forward must feed
+    whatever the drafts, with drafts to be added below its last node."""
+    graph = DraftGraph()
+    for token in tokens:
+        graph.add(len(graph) - 1, token, 1.0)
+    return graph
+
+
 def build_graph(
     root: int,
     candidates: list[Candidate],
@@ -95,10 +104,24 @@ def build_graph(
     ``prune(build_graph(..., max_depth=budget + 1), budget)`` equals pruning the full tree:
     a kept tree of ``budget`` nodes is at most ``budget`` deep, and the scores down to that
     depth read only the next level."""
-    graph = DraftGraph()
-    graph.add(-1, root, 1.0)
+    graph = chain([root])
+    extend_graph(graph, candidates, config, copying=copying, max_depth=max_depth)
+    return graph
+
+
+def extend_graph(
+    graph: DraftGraph,
+    candidates: list[Candidate],
+    config: DraftConfig,
+    *,
+    copying: bool = False,
+    max_depth: int | None = None,
+) -> None:
+    """Merge ``candidates`` into ``graph`` below its last node (a root or the end of a known
+    chain), as :func:`build_graph` does."""
+    below = len(graph) - 1
     for candidate in candidates:
-        node, reach = 0, 1.0
+        node, reach = below, 1.0
         pairs = zip(candidate.tokens, candidate.positions, strict=True)
         limit = config.length(candidate.key)
         if max_depth is not None:
@@ -109,7 +132,6 @@ def build_graph(
             reach *= config.rate(candidate.key, depth, copying)
             node = graph.add(node, token, reach)
             graph.origins[node].append((candidate.key, position))
-    return graph
 
 
 def geometric_mean(values: list[float]) -> float:
@@ -132,14 +154,20 @@ def node_scores(graph: DraftGraph) -> list[float]:
     return [node_score(graph, node) for node in range(len(graph))]
 
 
-def prune(graph: DraftGraph, budget: int, min_reach: float = 0.0) -> DraftGraph:
-    """Keep the root and at most ``budget`` drafted nodes, best score first among nodes whose
-    parent is already kept, leaving out nodes less likely than ``min_reach`` to be accepted
-    (their descendants are less likely still); the result is renumbered in the order nodes
-    were kept. Scores are computed only for nodes that reach the frontier."""
+def prune(graph: DraftGraph, budget: int, min_reach: float = 0.0, required: int = 1) -> DraftGraph:
+    """Keep the first ``required`` nodes (the root, or a chain of known tokens from
+    :func:`chain`) and at most ``budget`` drafted nodes below them, best score first among
+    nodes whose parent is already kept, leaving out nodes less likely than ``min_reach`` to be
+    accepted (their descendants are less likely still); the result is renumbered in the order
+    nodes were kept. Scores are computed only for nodes that reach the frontier."""
+    if not 1 <= required <= len(graph) or any(
+        graph.parents[node] != node - 1 for node in range(required)
+    ):
+        raise ValueError("the required nodes must be a chain from the root")
     kept = DraftGraph()
-    kept.add(-1, graph.tokens[0], graph.reach[0])
-    kept.origins[0] = list(graph.origins[0])
+    for node in range(required):
+        kept.add(node - 1, graph.tokens[node], graph.reach[node])
+        kept.origins[node] = list(graph.origins[node])
     frontier: list[tuple[float, int, int]] = []
 
     def offer(children: dict[int, int], parent: int) -> None:
@@ -147,8 +175,8 @@ def prune(graph: DraftGraph, budget: int, min_reach: float = 0.0) -> DraftGraph:
             if graph.reach[child] >= min_reach:
                 heapq.heappush(frontier, (-node_score(graph, child), child, parent))
 
-    offer(graph.children[0], 0)
-    while frontier and len(kept) <= budget:
+    offer(graph.children[required - 1], required - 1)
+    while frontier and len(kept) < required + budget:
         _, node, new_parent = heapq.heappop(frontier)
         new = kept.add(new_parent, graph.tokens[node], graph.reach[node])
         kept.origins[new] = list(graph.origins[node])

@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
 
 import torch
 
@@ -23,7 +25,7 @@ from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import Document
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, load_draft_config
-from cad.selector.draft_graph import DraftGraph, build_graph, prune
+from cad.selector.draft_graph import DraftGraph, chain, extend_graph, prune
 from cad.selector.drafting import Candidate, Drafter
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
@@ -33,6 +35,9 @@ from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
+MAX_CHAIN_WITH_DRAFTS = 4096
+"""Known tokens a forward may carry together with a draft tree (its attention mask is dense
+over both); a longer prompt is fed on its own and the next forward drafts."""
 _FENCE = re.compile(r"\s*(`{3,})[^\n`]*\n(.*)\1\s*", re.DOTALL)
 
 
@@ -42,7 +47,6 @@ class RewriteStats(DecodeStats):
     ``copied_tokens`` accepted draft tokens, ``drafted_tokens`` every token fed to a verify
     forward (roots included), ``accepted_per_forward`` output tokens per forward."""
 
-    drafted_tokens: int = 0
     accepted_per_forward: float = 0.0
 
 
@@ -137,17 +141,16 @@ def _masked(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
 
 def _cut(
-    graph: DraftGraph, root_state: int, constraint: SyntaxConstraint, stops: set[int]
+    graph: DraftGraph, known: int, end_state: int, constraint: SyntaxConstraint, stops: set[int]
 ) -> tuple[DraftGraph, list[int]]:
-    """The draft graph without the nodes the syntax rejects (and their descendants), and the
-    constraint's state at every kept node: drafts end at the first token the parser refuses
-    (a stop token is kept only where the region may end)."""
-    kept = DraftGraph()
-    kept.add(-1, graph.tokens[0], graph.reach[0])
-    kept.origins[0] = list(graph.origins[0])
-    states = [root_state]
-    mapping = {0: 0}
-    for node in range(1, len(graph)):
+    """The draft graph without the drafted nodes the syntax rejects (and their descendants),
+    its ``known`` chain kept, and the constraint's state at every kept node (``end_state`` at
+    the chain's end): drafts end at the first token the parser refuses (a stop token is kept
+    only where the region may end)."""
+    kept = chain(graph.tokens[:known])
+    states = [end_state] * known
+    mapping = {node: node for node in range(known)}
+    for node in range(known, len(graph)):
         parent = mapping.get(graph.parents[node])
         if parent is None:
             continue
@@ -165,22 +168,31 @@ def _cut(
     return kept, states
 
 
+def _cut_drafts(
+    graph: DraftGraph, *, known: int, end_state: int, constraint: SyntaxConstraint, stops: set[int]
+) -> DraftGraph:
+    """:func:`_cut`'s graph alone (what drafting keeps before pruning)."""
+    return _cut(graph, known, end_state, constraint, stops)[0]
+
+
 def _accept(
     graph: DraftGraph,
     logits: NodeLogits,
     choose: _Chooser,
+    known: int,
     output: list[int],
     budget: int,
     stops: set[int],
     states: list[int] | None = None,
 ) -> tuple[list[int], int | None]:
-    """Walk down the graph while the model's choice is a drafted child: returns the accepted
-    path (root first) and the model's choice after it (the next root). ``states`` are the
-    syntax constraint's states at the nodes, when there is one."""
-    path = [0]
+    """Walk down the graph from the end of its ``known`` chain while the model's choice is a
+    drafted child: returns the accepted path (chain included) and the model's choice after it
+    (the next root). ``states`` are the syntax constraint's states at the nodes, when there
+    is one."""
+    path = list(range(known))
     while True:
         node = path[-1]
-        position = len(output) + len(path) - 1
+        position = len(output) + len(path) - known
         state = states[node] if states is not None else 0
         choice = choose(logits, node, position, state)
         child = None if choice is None else graph.child(node, choice)
@@ -196,6 +208,32 @@ def _branch_choices(graph: DraftGraph, logits: NodeLogits, node: int, k: int) ->
         return None
     first = next(iter(graph.children[node].values()))
     return torch.topk(logits[first], k).indices.tolist()
+
+
+def draft_tree(
+    known: list[int],
+    candidates: list[Candidate],
+    config: DraftConfig,
+    copying: bool,
+    refine: Callable[[DraftGraph], DraftGraph] | None = None,
+) -> DraftGraph:
+    """The ``known`` tokens (the prompt, or the model's last choice) as a chain, the
+    candidates merged below it (``refine`` applied, e.g. a syntax cut), pruned to the budget."""
+    graph = chain(known)
+    if len(known) <= MAX_CHAIN_WITH_DRAFTS:
+        extend_graph(graph, candidates, config, copying=copying, max_depth=config.budget + 1)
+        if refine is not None:
+            graph = refine(graph)
+    return prune(graph, config.budget, config.min_reach, required=len(known))
+
+
+def verify_tree(loaded: LoadedModel, cache: Any, graph: DraftGraph, known: int) -> NodeLogits:
+    """ONE forward over the graph; the next-token logits of its nodes (a graph that is only
+    its known chain is fed as a plain sequence)."""
+    model, device = loaded.model, loaded.device
+    if len(graph) == known:
+        return NodeLogits.of_node(graph, known - 1, kv.append(model, cache, graph.tokens, device))
+    return NodeLogits(model, verify_graph(model, cache, graph, device), graph)
 
 
 def speculate(
@@ -216,13 +254,13 @@ def speculate(
     """Decode after ``prompt_ids`` with drafts from ``document_ids``; returns the output
     tokens (end-of-sequence excluded) and the costs. With ``target_ids`` the model's choice
     is the target's token (oracle mode); otherwise greedy or sampled as ``sampling`` says.
-    Drafting steps are appended to ``trace`` when one is given. With ``syntax`` every choice
-    is masked to the tokens that keep the output a prefix of the region's language (ending
-    only where the file is whole) and drafts are cut at the first token it refuses."""
+    The first draft tree is verified in the prompt's own forward. Drafting steps are appended
+    to ``trace`` when one is given. With ``syntax`` every choice is masked to the tokens that
+    keep the output a prefix of the region's language (ending only where the file is whole)
+    and drafts are cut at the first token it refuses."""
     start = time.perf_counter()
     sampling = sampling or Sampling()
     stops = stop_tokens(loaded)
-    model, device = loaded.model, loaded.device
     stats = RewriteStats(mode=mode, prefill_tokens=len(prompt_ids))
     room = loaded.context_length - len(prompt_ids) - config.budget - 1
     if room < 16:
@@ -231,58 +269,65 @@ def speculate(
             f"is {loaded.context_length}; edit a smaller range or use a longer-context model"
         )
     budget = min(max_new_tokens, room)
-    cache = kv.new_cache(model)
-    root_logits = kv.prefill(model, cache, prompt_ids, device)
-    stats.prefill_s = time.perf_counter() - start
-    choose = _Chooser(sampling, target_ids, device, syntax, frozenset(stops))
+    cache = kv.new_cache(loaded.model)
+    choose = _Chooser(sampling, target_ids, loaded.device, syntax, frozenset(stops))
     drafter = Drafter(document_ids, config, stop=draft_stop(loaded))
     output: list[int] = []
+    known = list(prompt_ids)
     state = syntax.start if syntax is not None else 0
-    root = choose(NodeLogits.of_logits(root_logits), 0, 0, state)
     branch: list[int] | None = None
     copied_lines = generated_lines = 0
-    began = time.perf_counter()
-    while root is not None and root not in stops:
+    while True:
         if cancel is not None and cancel.is_set():
             raise Cancelled("rewrite cancelled")
+        candidates = drafter.candidates(output, branch)
+        if trace is not None:
+            trace.append(DraftStep(len(output), tuple(candidates), drafter.copying))
+        states = None
+        if syntax is not None:
+            cut = partial(_cut_drafts, known=len(known), end_state=state, constraint=syntax)
+            graph = draft_tree(
+                known, candidates, config, drafter.copying, partial(cut, stops=stops)
+            )
+            states = _cut(graph, len(known), state, syntax, stops)[1]
+        else:
+            graph = draft_tree(known, candidates, config, drafter.copying)
+        past = kv.cache_length(cache)
+        began = time.perf_counter()
+        logits = verify_tree(loaded, cache, graph, len(known))
+        elapsed = time.perf_counter() - began
+        if output:
+            stats.forwards += 1
+            stats.decode_s += elapsed
+        else:
+            stats.prefill_s += elapsed
+        stats.drafted_tokens += len(graph) - len(known)
+        path, choice = _accept(graph, logits, choose, len(known), output, budget, stops, states)
+        if states is not None:
+            state = states[path[-1]]
+        keep_path(loaded.model, cache, past, graph, path, loaded.device)
+        accepted = [graph.tokens[n] for n in path[len(known) :]]
+        output.extend(accepted)
+        stats.copied_tokens += len(accepted)
+        drafter.advance(accepted, [graph.document_index(n) for n in path[len(known) :]])
+        branch = _branch_choices(graph, logits, path[-1], config.top_k)
+        copied_lines += _decode(loaded, accepted).count("\n")
+        if on_progress is not None and output:
+            on_progress(Progress(stats.forwards, copied_lines, generated_lines, len(output)))
+        if choice is None or choice in stops:
+            break
         if len(output) >= budget:
             stats.truncated = True
             break
         if syntax is not None:
-            state = syntax.token_step(state, root)
+            state = syntax.token_step(state, choice)
             if state < 0:
-                raise RuntimeError(f"token {root} was chosen under the syntax mask but refused")
-        output.append(root)
+                raise RuntimeError(f"token {choice} was chosen under the syntax mask but refused")
+        output.append(choice)
         stats.generated_tokens += 1
-        drafter.advance([root], [None])
-        candidates = drafter.candidates(output, branch)
-        if trace is not None:
-            trace.append(DraftStep(len(output), tuple(candidates), drafter.copying))
-        full = build_graph(
-            root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
-        )
-        if syntax is not None:
-            full, _ = _cut(full, state, syntax, stops)
-        graph = prune(full, config.budget, config.min_reach)
-        states = _cut(graph, state, syntax, stops)[1] if syntax is not None else None
-        past = kv.cache_length(cache)
-        logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
-        stats.forwards += 1
-        stats.drafted_tokens += len(graph)
-        path, root = _accept(graph, logits, choose, output, budget, stops, states)
-        if states is not None:
-            state = states[path[-1]]
-        keep_path(model, cache, past, graph, path, device)
-        accepted = [graph.tokens[n] for n in path[1:]]
-        output.extend(accepted)
-        stats.copied_tokens += len(accepted)
-        drafter.advance(accepted, [graph.document_index(n) for n in path[1:]])
-        branch = _branch_choices(graph, logits, path[-1], config.top_k)
-        copied_lines += _decode(loaded, accepted).count("\n")
-        generated_lines += _decode(loaded, [graph.tokens[0]]).count("\n")
-        if on_progress is not None:
-            on_progress(Progress(stats.forwards, copied_lines, generated_lines, len(output)))
-    stats.decode_s = time.perf_counter() - began
+        generated_lines += _decode(loaded, [choice]).count("\n")
+        drafter.advance([choice], [None])
+        known = [choice]
     stats.lines_copied, stats.lines_generated = copied_lines, generated_lines
     stats.accepted_per_forward = len(output) / max(stats.forwards, 1)
     stats.wall_s = time.perf_counter() - start

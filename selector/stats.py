@@ -21,7 +21,8 @@ class Progress:
 class DecodeStats:
     """Costs of one decode. ``generated_tokens`` are model-decided, ``forced_tokens`` are
     structural literals the grammar determined, ``copied_tokens`` are copied text appended to
-    the cache; every forward after the prompt counts in ``forwards``."""
+    the cache; every forward after the prompt counts in ``forwards``; ``drafted_tokens`` are
+    the draft-tree nodes verified beside the known tokens."""
 
     mode: str = "program"
     forwards: int = 0
@@ -29,6 +30,7 @@ class DecodeStats:
     generated_tokens: int = 0
     forced_tokens: int = 0
     copied_tokens: int = 0
+    drafted_tokens: int = 0
     ops: int = 0
     lines_copied: int = 0
     lines_generated: int = 0

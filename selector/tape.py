@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from cad.grammar import ProgramTokenIndex
 from cad.grammar.syntax import SyntaxConstraint, syntax_program_matcher
 from cad.resolver import CopySpan, Document, Gen, IncrementalResolver, Program, format_program
@@ -43,6 +45,7 @@ class ProgramTape:
         self.stats = DecodeStats(mode="program")
         self.tokens: list[int] = []
         self.decided: list[bool] = []
+        self.op_start = 0
 
     def _record(self, ids: list[int], decided: bool) -> None:
         self.tokens.extend(ids)
@@ -51,7 +54,10 @@ class ProgramTape:
     def _take_completed_ops(self) -> list[int]:
         """Resolve ops the matcher completed; a copy's text becomes its echo tokens."""
         echo: list[int] = []
-        for op in self.matcher.ops[len(self.resolver.ops) :]:
+        completed = self.matcher.ops[len(self.resolver.ops) :]
+        if completed:
+            self.op_start = len(self.matcher.text)
+        for op in completed:
             text = self.resolver.push(op)
             if isinstance(op, Gen):
                 self.stats.lines_generated += count_lines(text)
@@ -80,6 +86,21 @@ class ProgramTape:
             self._record(ids, decided=False)
             out.extend(ids)
 
+    @property
+    def finished(self) -> bool:
+        """Whether the program is complete (``</program>`` accepted, or closed on a spent
+        budget)."""
+        return self.matcher.is_accepting()
+
+    def op_prefix(self) -> bytes:
+        """The text of the op in progress so far, from its ``<``."""
+        return self.matcher.text[self.op_start :]
+
+    def allowed_tokens(self) -> torch.Tensor:
+        """The tokens the model may choose next: THE place where the decoder asks for a mask
+        (the program FSM's; further constraints intersect here)."""
+        return self.matcher.allowed_tokens()
+
     def decide(self, token: int) -> None:
         """Put a model-decided token on the tape."""
         if not self.matcher.accept_token(token):
@@ -92,7 +113,7 @@ class ProgramTape:
         from the current position: how forced-program mode stands in for the model."""
         remaining = target[len(self.matcher.text) :]
         vocabulary = self.index.vocabulary
-        allowed = self.matcher.allowed_tokens()
+        allowed = self.allowed_tokens()
         for length in range(min(len(remaining), vocabulary.longest_token), 0, -1):
             token = vocabulary.ids_by_bytes.get(remaining[:length])
             if token is not None and bool(allowed[token]):

@@ -67,13 +67,11 @@ class NodeLogits:
         self.choices: dict[int, int] = {}
 
     @classmethod
-    def of_logits(cls, logits: torch.Tensor) -> NodeLogits:
-        """A one-node graph whose next-token ``logits`` are already known (after a prefill),
-        so that the first choice is made like every other."""
-        graph = DraftGraph()
-        graph.add(-1, 0, 1.0)
+    def of_node(cls, graph: DraftGraph, node: int, logits: torch.Tensor) -> NodeLogits:
+        """The logits of a graph fed as a plain sequence, known only after its last ``node``
+        (which has no children): the one node a choice is made at."""
         nodes = cls(None, logits[None], graph, chunk=1)
-        nodes.cached[0] = logits
+        nodes.cached[node] = logits
         return nodes
 
     def chain(self, node: int) -> list[int]:

@@ -43,9 +43,8 @@ from cad.selector.draft_config import (
     source_key,
     state_name,
 )
-from cad.selector.draft_graph import build_graph, prune
 from cad.selector.drafting import Candidate, Drafter
-from cad.selector.rewrite import DraftStep
+from cad.selector.rewrite import DraftStep, draft_tree
 from cad.training.datasets import EditExample
 
 TRACE_CONFIG = DraftConfig(
@@ -58,7 +57,7 @@ TRACE_CONFIG = DraftConfig(
     min_ngram=1,
     default_rate=0.5,
 )
-BUDGETS = (8, 16, 32, 48, 64, 96, 128, 192, 256)
+BUDGETS = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 MIN_REACHES = (0.0, 0.05, 0.1, 0.25)
 
 
@@ -144,26 +143,29 @@ class SourceCounts:
 
 
 def replay(
-    document_ids: list[int], target_ids: list[int], config: DraftConfig, *, stop: int | None = None
+    document_ids: list[int],
+    target_ids: list[int],
+    config: DraftConfig,
+    *,
+    stop: int | None = None,
+    prompt_tokens: int = 1,
 ) -> list[tuple[DraftStep, int]]:
     """The rewrite decode loop with ``target_ids`` forced and no model: for each forward it
-    would take, the drafting step and how many drafted nodes it verifies. Top-k branches need
-    the model's logits and are left out; everything else is what ``speculate`` does."""
+    would take (the prompt's own forward first), the drafting step and how many drafted nodes
+    it verifies. Top-k branches need the model's logits and are left out; everything else is
+    what ``speculate`` does (after a prompt of ``prompt_tokens``)."""
     config = replace(config, top_k=0)
     drafter = Drafter(document_ids, config, stop=stop)
     output: list[int] = []
     steps: list[tuple[DraftStep, int]] = []
-    while len(output) < len(target_ids):
-        root = target_ids[len(output)]
-        output.append(root)
-        drafter.advance([root], [None])
+    known = max(prompt_tokens, 1)
+    while True:
         candidates = drafter.candidates(output)
-        full = build_graph(
-            root, candidates, config, copying=drafter.copying, max_depth=config.budget + 1
+        graph = draft_tree([-1] * known, candidates, config, drafter.copying)
+        steps.append(
+            (DraftStep(len(output), tuple(candidates), drafter.copying), len(graph) - known)
         )
-        graph = prune(full, config.budget, config.min_reach)
-        steps.append((DraftStep(len(output), tuple(candidates), drafter.copying), len(graph) - 1))
-        path = [0]
+        path = [known - 1]
         for token in target_ids[len(output) :]:
             child = graph.child(path[-1], token)
             if child is None:
@@ -172,7 +174,11 @@ def replay(
         accepted = [graph.tokens[n] for n in path[1:]]
         output.extend(accepted)
         drafter.advance(accepted, [graph.document_index(n) for n in path[1:]])
-    return steps
+        if len(output) >= len(target_ids):
+            return steps
+        output.append(target_ids[len(output)])
+        drafter.advance(output[-1:], [None])
+        known = 1
 
 
 def replay_trace(
@@ -311,7 +317,7 @@ def replay_budget(traces: list[Trace], config: DraftConfig, token_cost: float) -
     for trace in traces:
         target = trace.target
         steps = replay(list(trace.document), target, config, stop=trace.stop)
-        forwards += len(steps)
+        forwards += len(steps) - 1
         drafted += sum(nodes for _, nodes in steps)
         tokens += len(target)
     cost = forwards + token_cost * drafted

@@ -4,7 +4,7 @@ from decoding traces on an edit corpus (see ``training/calibrate.py`` and docs/r
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,7 +73,9 @@ def run(options: Options) -> str:
     from rich.console import Console
     from rich.progress import Progress
 
+    from cad.grammar import ProgramTokenIndex
     from cad.training.calibrate import calibrate, model_trace, replay_trace
+    from cad.training.calibrate_program import calibrate_prior, oracle_edits
 
     if options.greedy and not options.model:
         raise UserError("--greedy follows a model's own output; give --model too")
@@ -92,7 +94,7 @@ def run(options: Options) -> str:
     def encode(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False)
 
-    traces, used = [], []
+    traces, used, kept_edits = [], [], []
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         for name, examples in corpora.items():
@@ -110,6 +112,7 @@ def run(options: Options) -> str:
                         model_trace(loaded, example, greedy=options.greedy, max_new_tokens=budget)
                     )
                 kept += 1
+                kept_edits.append(example)
             used.append(f"{Path(name).name} ({kept})")
         if not traces:
             raise UserError(
@@ -129,8 +132,19 @@ def run(options: Options) -> str:
             ),
             on_budget=lambda row: progress.advance(task),
         )
-    write_atomic(options.out, result.config.to_json())
-    config = result.config
+        program_task = progress.add_task("calibrating program drafts", total=None)
+        index = ProgramTokenIndex.for_tokenizer(
+            tokenizer, loaded.vocab_size if loaded is not None else len(tokenizer)
+        )
+        prior, _ = calibrate_prior(
+            oracle_edits(kept_edits),
+            index,
+            encode,
+            result.config.budget,
+            on_row=lambda row: progress.advance(program_task),
+        )
+    config = replace(result.config, program=prior)
+    write_atomic(options.out, config.to_json())
     chosen_row = next(
         r for r in result.budgets if (r.budget, r.min_reach) == (config.budget, config.min_reach)
     )
@@ -138,7 +152,8 @@ def run(options: Options) -> str:
         f"wrote {options.out}: {result.edits} edits; aligned={config.aligned} "
         f"ngram={config.ngram} output={config.output} top_k={config.top_k}; "
         f"budget {config.budget}, min reach {config.min_reach:g}; "
-        f"{chosen_row.tokens_per_forward:.1f} tokens per forward replayed"
+        f"{chosen_row.tokens_per_forward:.1f} tokens per forward replayed; program drafts: "
+        f"min reach {prior.min_reach:g}, follow reach {prior.follow_reach:g}"
     )
 
 

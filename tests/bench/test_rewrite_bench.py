@@ -1,5 +1,6 @@
-"""The rewrite-mode benchmark end to end on a tiny random model: every method byte-exact,
-the table, the JSON and the plot written."""
+"""The rewrite- and program-mode benchmark end to end on a tiny random model: every method
+byte-exact, the table, the JSON and the plot written, and the model-free replay counting
+exactly the forwards the model took."""
 
 from __future__ import annotations
 
@@ -12,7 +13,19 @@ import pytest
 from bench.rewrite import main, select
 from cad.selector import load_draft_config
 from cad.training.datasets import load_humanevalpack
+from tests.conftest import TOKENIZERS
 from tests.tiny_model import make_tiny_model
+
+METHODS = [
+    "ar",
+    "pld",
+    "pld-budget",
+    "rewrite:default",
+    "rewrite:small",
+    "program-sequential",
+    "program",
+    "program-subline",
+]
 
 
 def test_select_takes_the_held_out_split() -> None:
@@ -28,36 +41,40 @@ def model(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny"), "qwen2")
 
 
-def _run(model: Path, *extra: str) -> dict:
-    args = ["--model", str(model), "--device", "cpu", "--dtype", "float32", "--limit", "3"]
-    return main([*args, *extra])
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("configs") / "small.json"
+    path.write_text(replace(load_draft_config(), budget=4, min_reach=0.0).to_json())
+    return path
 
 
 @pytest.mark.slow
-def test_benchmark_writes_table_and_json(model: Path, tmp_path: Path) -> None:
-    small = tmp_path / "small.json"
-    small.write_text(replace(load_draft_config(), budget=4, min_reach=0.0).to_json())
-    out = {name: tmp_path / f"r.{name}" for name in ("json", "md")}
-    result = _run(
-        model, "--configs", f"default,{small}", "--out-json", str(out["json"]),
-        "--out-md", str(out["md"]),
-    )  # fmt: skip
-    assert result["methods"] == ["ar", "pld", "rewrite:default", "rewrite:small", "program"]
+def test_benchmark_writes_table_and_json_and_replays_the_same_forwards(
+    model: Path, small: Path, tmp_path: Path
+) -> None:
+    out = {name: tmp_path / f"r.{name}" for name in ("json", "md", "png")}
+    common = ["--limit", "2", "--configs", f"default,{small}"]
+    result = main([
+        "--model", str(model), "--device", "cpu", "--dtype", "float32", *common,
+        "--out-json", str(out["json"]), "--out-md", str(out["md"]), "--plot", str(out["png"]),
+    ])  # fmt: skip
+    assert result["methods"] == METHODS
     rows = json.loads(out["json"].read_text())["rows"]
-    assert len(rows) == 3
+    assert len(rows) == 2
     for row in rows:
         assert row["ar"]["forwards"] == row["tokens"]
         assert row["rewrite:default"]["forwards"] < row["pld"]["forwards"]
-        assert row["rewrite:default"]["drafted"] > row["rewrite:default"]["forwards"]
-        assert row["rewrite:small"]["drafted"] <= 5 * row["rewrite:small"]["forwards"]
+        assert row["rewrite:small"]["drafted"] <= 4 * (row["rewrite:small"]["forwards"] + 1)
+        assert row["program"]["forwards"] < row["program-sequential"]["forwards"]
+        assert row["program-subline"]["forwards"] <= row["program"]["forwards"]
+        assert all(row[name]["wall_s"] > 0 for name in METHODS)
     table = out["md"].read_text().splitlines()
-    assert len(table) == 4 + 5
-    assert table[6].startswith("| rewrite + draft graph (default config: budget ")
-    assert table[7].startswith("| rewrite + draft graph (small config: budget 4, min reach 0)")
-
-
-@pytest.mark.slow
-def test_benchmark_plots_forwards_and_wall_clock(model: Path, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    _run(model, "--plot", str(tmp_path / "r.png"))
-    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(table) == 4 + len(METHODS)
+    assert table[8].startswith("| rewrite + draft graph (small config: budget 4, min reach 0)")
+    assert "÷ rewrite" in table[2]
+    assert out["png"].read_bytes()[:4] == b"\x89PNG"
+    replayed = main(["--replay", "--tokenizer", str(TOKENIZERS / "qwen2"), *common])
+    for measured, counted in zip(rows, replayed["rows"], strict=True):
+        assert {m: counted[m]["forwards"] for m in METHODS} == {
+            m: measured[m]["forwards"] for m in METHODS
+        }

@@ -74,8 +74,8 @@ def test_replay_takes_the_forwards_of_real_forced_decoding(tiny_qwen) -> None:
         encode = tiny_qwen.tokenizer.encode
         steps = replay(encode(before), encode(after), config, stop=stop)
         assert [step for step, _ in steps] == trace
-        assert len(steps) == result.stats.forwards
-        assert sum(nodes + 1 for _, nodes in steps) == result.stats.drafted_tokens
+        assert len(steps) == result.stats.forwards + 1
+        assert sum(nodes for _, nodes in steps) == result.stats.drafted_tokens
 
 
 def test_verbatim_copies_need_only_the_alignment() -> None:
@@ -187,3 +187,48 @@ def test_cad_calibrate_bad_input_is_one_line(corpus: Path, args: list[str], mess
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
     assert message in result.stderr
     assert not (corpus / "c.json").exists()
+
+
+def test_the_program_prior_is_read_off_oracle_programs(qwen2_tokenizer) -> None:
+    from cad.grammar import ProgramTokenIndex
+    from cad.training.calibrate_program import calibrate_prior, fit_prior, oracle_edits
+
+    pairs = heval_pairs("python")[:10]
+    edits = oracle_edits(EditExample(f"e{i}", "Fix.", b, a) for i, (b, a) in enumerate(pairs))
+    prior = fit_prior(edits)
+    assert prior.next_op["start"]["copy"] > 0.8
+    assert prior.next_op["copy"]["gen"] > prior.next_op["copy"]["end"]
+    assert prior.start_offsets[3] == max(prior.start_offsets)
+    unchanged = fit_prior(oracle_edits(EditExample("same", "Keep.", b, b) for b, _ in pairs))
+    assert unchanged.to_end > 0.9
+    assert unchanged.next_op["past_end"]["end"] > 0.8
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+
+    def encode(text: str) -> list[int]:
+        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+
+    chosen, rows = calibrate_prior(edits[:4], index, encode, budget=64)
+    best = min(row.forwards for row in rows)
+    assert (chosen.min_reach, chosen.follow_reach) in {
+        (row.min_reach, row.follow_reach) for row in rows if row.forwards == best
+    }
+    config = replace(load_draft_config(), program=chosen)
+    assert DraftConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        ('{"nope": 1}', "unknown program keys: nope"),
+        ('{"to_end": 1.5}', "probabilities"),
+        ('{"start_offsets": [0.5]}', "start_offsets"),
+        ('{"next_op": {"later": {"copy": 1}}}', "next_op"),
+        ('{"min_reach": 0.5, "follow_reach": 0.1}', "min_reach <= follow_reach"),
+        ('{"gen_close": "x"}', "ill-typed"),
+    ],
+)
+def test_a_bad_program_prior_is_one_clear_error(program: str, message: str) -> None:
+    from cad.selector.draft_config import DraftConfigError
+
+    with pytest.raises(DraftConfigError, match=message):
+        DraftConfig.from_json(f'{{"program": {program}}}')

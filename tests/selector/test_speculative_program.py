@@ -1,0 +1,259 @@
+"""Speculative program decoding: exactly the program one-token-per-forward decoding writes,
+whatever the drafts, in fewer forwards."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from cad.resolver import Document, oracle
+from cad.selector import Decoder, Sampling, kv
+from cad.selector.decoder import Choice, replay_forced
+from cad.selector.draft_config import load_draft_config
+from cad.selector.program_drafting import ProgramDrafter
+from cad.selector.prompt import program_prompt
+from cad.selector.sampling import choose_token
+from cad.selector.tape import ProgramTape
+from tests.conftest import heval_pairs
+
+INSTRUCTION = "Fix the bug."
+
+
+def one_token_per_forward(
+    loaded, decoder: Decoder, document: str, max_new_tokens: int, target: bytes | None = None
+) -> tuple[list[int], str]:
+    """The reference: every model-decided token in a forward of its own (with the literals
+    and copied text it brings), greedy under the program FSM's mask, or the forced target's."""
+    tape = ProgramTape(decoder.index, decoder.encode, Document(document))
+    prompt = program_prompt(loaded.tokenizer, Document(document), INSTRUCTION)
+    cache = kv.new_cache(loaded.model)
+    logits = kv.append(loaded.model, cache, prompt + tape.take_forced(), loaded.device)
+    decided: list[int] = []
+    while not tape.finished:
+        if tape.stats.generated_tokens >= max_new_tokens:
+            tape.finish_truncated()
+            break
+        if target is not None:
+            token = tape.target_token(target)
+        else:
+            token = choose_token(logits, tape.allowed_tokens(), Sampling(), torch.Generator())
+        tape.decide(token)
+        decided.append(token)
+        pending = [token, *tape.take_forced()]
+        if tape.finished:
+            break
+        logits = kv.append(loaded.model, cache, pending, loaded.device)
+    return decided, tape.resolver.text
+
+
+@pytest.fixture
+def decided_tokens(monkeypatch) -> list[int]:
+    """Every token a ``ProgramTape`` is told the model decided, in order."""
+    seen: list[int] = []
+    original = ProgramTape.decide
+
+    def decide(self: ProgramTape, token: int) -> None:
+        seen.append(token)
+        original(self, token)
+
+    monkeypatch.setattr(ProgramTape, "decide", decide)
+    return seen
+
+
+def _document(seed: int) -> str:
+    """Small documents of different kinds: repetitive code the drafts predict well, and
+    lines of random words they do not."""
+    rng = random.Random(seed)
+    if seed % 2 == 0:
+        return "".join(
+            f"def f{i}(x):\n    return x + {i}\n" if i % 3 else "\n" for i in range(4 + seed)
+        )
+    words = ["alpha", "beta", "gamma", "delta", "eps", "(", ")", "=", "42", "'s'"]
+    return "".join(" ".join(rng.choices(words, k=rng.randint(1, 6))) + "\n" for _ in range(9))
+
+
+@pytest.mark.parametrize("model", ["tiny_qwen", "tiny_llama"])
+@pytest.mark.parametrize("seed", range(2))
+def test_greedy_speculation_writes_the_one_token_per_forward_program(
+    request, decided_tokens: list[int], model: str, seed: int
+) -> None:
+    loaded = request.getfixturevalue(model)
+    document = _document(seed + 3 * (model == "tiny_llama"))
+    decoder = Decoder(loaded, max_new_tokens=32)
+    reference, text = one_token_per_forward(loaded, decoder, document, 32)
+    decided_tokens.clear()
+    result = decoder.edit(document, INSTRUCTION)
+    assert decided_tokens == reference
+    assert result.text == text
+    assert result.stats.generated_tokens == len(reference)
+    assert result.stats.forwards <= len(reference)
+
+
+def test_greedy_speculation_accepts_drafted_program_tokens(tiny_qwen) -> None:
+    document = "".join(f"x = {i}\n" if i % 3 else f"def f{i}():\n" for i in range(1, 14))
+    sequential = Decoder(tiny_qwen, max_new_tokens=40, draft_budget=0).edit(document, INSTRUCTION)
+    speculative = Decoder(tiny_qwen, max_new_tokens=40).edit(document, INSTRUCTION)
+    assert speculative.program == sequential.program
+    assert sequential.stats.forwards == sequential.stats.generated_tokens
+    assert speculative.stats.forwards < sequential.stats.forwards
+    assert speculative.stats.drafted_tokens > 0
+
+
+def _targets(before: str, seed: int) -> dict[str, str]:
+    """What the forced program writes, from the document again to something else entirely."""
+    rng = random.Random(seed)
+    lines = before.splitlines(keepends=True)
+    mutated = [line.replace("return", "yield", 1) if rng.random() < 0.3 else line for line in lines]
+    cut = rng.randrange(1, len(lines))
+    shifted = [*lines[:cut], "    # a new line\n", *lines[cut + 1 :], "print('end')\n"]
+    unrelated = "".join(f"value_{rng.randrange(999)} = {i}\n" for i in range(6))
+    return {
+        "exact": before,
+        "mutated": "".join(mutated),
+        "shifted": "".join(shifted),
+        "unrelated": unrelated,
+    }
+
+
+def test_forced_speculation_follows_the_program_token_for_token(
+    tiny_qwen, decided_tokens: list[int]
+) -> None:
+    decoder = Decoder(tiny_qwen, max_new_tokens=4096)
+    seed = 1
+    before, _ = heval_pairs("python")[7]
+    for name, after in _targets(before, seed).items():
+        program = oracle(before, after)
+        target = decoder_text(program)
+        reference, text = one_token_per_forward(tiny_qwen, decoder, before, 4096, target)
+        decided_tokens.clear()
+        result = decoder.edit(before, INSTRUCTION, program=program)
+        assert text == after, name
+        assert result.text == after, name
+        assert decided_tokens == reference, name
+        assert result.program == program, name
+        assert result.stats.forwards <= len(reference), name
+        replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+        assert replayed.forwards == result.stats.forwards, name
+
+
+def decoder_text(program) -> bytes:
+    from cad.resolver import format_program
+
+    return format_program(program).encode("utf-8")
+
+
+def test_forced_speculation_with_multi_digit_tokens_and_spans(tiny_llama) -> None:
+    decoder = Decoder(tiny_llama, max_new_tokens=4096)
+    for before, after in heval_pairs("python")[:3]:
+        for granularity in ("line", "subline"):
+            program = oracle(before, after, granularity=granularity)
+            result = decoder.edit(before, INSTRUCTION, program=program)
+            assert result.text == after
+            assert result.program == program
+            replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+            assert replayed.forwards == result.stats.forwards
+
+
+def test_a_spent_budget_stops_at_the_same_token_with_drafts(tiny_qwen) -> None:
+    document = _document(2)
+    for budget in (1, 7, 20):
+        plain = Decoder(tiny_qwen, max_new_tokens=budget, draft_budget=0).edit(document, "Go.")
+        drafted = Decoder(tiny_qwen, max_new_tokens=budget).edit(document, "Go.")
+        assert drafted.program == plain.program
+        assert drafted.text == plain.text
+        assert drafted.stats.truncated == plain.stats.truncated
+        assert drafted.stats.generated_tokens == plain.stats.generated_tokens
+
+
+def test_a_tiny_temperature_samples_the_greedy_program(tiny_qwen) -> None:
+    document = _document(0)
+    greedy = Decoder(tiny_qwen, max_new_tokens=24).edit(document, INSTRUCTION)
+    sampling = Sampling(temperature=1e-7, seed=1)
+    sampled = Decoder(tiny_qwen, max_new_tokens=24, sampling=sampling).edit(document, INSTRUCTION)
+    assert sampled.program == greedy.program
+
+
+def test_sampled_speculation_is_deterministic_under_a_seed_and_valid(tiny_qwen) -> None:
+    from cad.resolver import format, parse, resolve
+
+    document = _document(1)
+    sampling = Sampling(temperature=1.0, top_p=0.95, seed=1)
+    runs = [
+        Decoder(tiny_qwen, max_new_tokens=24, sampling=sampling).edit(document, INSTRUCTION)
+        for _ in range(2)
+    ]
+    assert runs[0].program == runs[1].program
+    assert resolve(parse(format(runs[0].program)), document) == runs[0].text
+
+
+class _Masked:
+    """A tape stand-in whose mask allows a few tokens."""
+
+    def __init__(self, allowed: list[int], size: int) -> None:
+        self.mask = torch.zeros(size, dtype=torch.bool)
+        self.mask[allowed] = True
+
+    def allowed_tokens(self) -> torch.Tensor:
+        return self.mask
+
+
+def test_the_speculative_rule_under_a_mask_samples_the_masked_distribution() -> None:
+    logits = torch.tensor([2.0, 0.5, 1.0, -1.0, 0.0, 3.0])
+    tape = _Masked([0, 1, 2, 4], 6)
+    expected = torch.softmax(torch.tensor([2.0, 0.5, 1.0, float("-inf"), 0.0, float("-inf")]), 0)
+    choose = Choice(Sampling(temperature=1.0, seed=0), None)
+    counts = torch.zeros(6)
+    draws = 6000
+    for i in range(draws):
+        drafted = [[2, 0], [4], [1, 2, 4], [0]][i % 4]
+        counts[choose(tape, logits, drafted)] += 1
+    assert counts[3] == counts[5] == 0
+    torch.testing.assert_close(counts / draws, expected, atol=0.025, rtol=0)
+
+
+def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> None:
+    from cad.grammar import ProgramTokenIndex
+    from cad.resolver import CopyLines
+    from cad.selector.draft_graph import chain
+
+    document = Document("".join(f"line {i}\n" for i in range(1, 9)))
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+
+    def encode(text: str) -> list[int]:
+        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+
+    drafter = ProgramDrafter(index, encode, document)
+    proposals = drafter.proposals((CopyLines(1, 3),), b"<")
+    best = max(proposals, key=lambda p: p.mass)
+    assert best.text.startswith(b"<gen>line 4\n")
+    ends = {p.op.end for p in drafter.proposals((), b'<copy lines="1-')}
+    assert ends == set(range(1, 9))
+    graph = chain(encode("<"))
+    drafter.grow(graph, 0, (), b"<", budget=400)
+    text = qwen2_tokenizer.decode(graph.tokens)
+    assert '<copy lines="1-8"/>\n' in text
+    assert text.count("line 1\n") >= 1
+    assert all(0.0 <= reach <= 1.0 for reach in graph.reach)
+
+
+def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_tokenizer) -> None:
+    from cad.grammar import ProgramTokenIndex
+
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+
+    def encode(text: str) -> list[int]:
+        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+
+    config = load_draft_config()
+    for size in (20, 200, 900):
+        before = "".join(f"    total += values[{i}] * {i}\n" for i in range(size))
+        after = before.replace(f"values[{size // 2}] * ", f"values[{size // 2}] / ")
+        program = oracle(before, after)
+        sequential = replay_forced(index, encode, before, program, budget=0)
+        speculative = replay_forced(
+            index, encode, before, program, budget=config.budget, prior=config.program
+        )
+        assert sequential.forwards >= 3 * speculative.forwards
+        assert speculative.forwards <= 5
