@@ -64,6 +64,7 @@ class Choice:
         self.chooser = chooser
         self.target = target
 
+    @torch.inference_mode()
     def __call__(self, tape: ProgramTape, logits: torch.Tensor, drafted: list[int]) -> int:
         if self.target is not None:
             return tape.target_token(self.target)

@@ -8,13 +8,14 @@ import random
 import pytest
 import torch
 
+from cad.grammar.bitmask import fill_from_allowed
 from cad.resolver import Document, oracle
 from cad.selector import Decoder, Sampling, kv
 from cad.selector.decoder import Choice, replay_forced
 from cad.selector.draft_config import load_draft_config
 from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.prompt import program_prompt
-from cad.selector.sampling import choose_token
+from cad.selector.sampling import TokenChooser
 from cad.selector.tape import ProgramTape
 from tests.conftest import heval_pairs
 
@@ -29,6 +30,7 @@ def one_token_per_forward(
     tape = ProgramTape(decoder.index, decoder.encode, Document(document))
     prompt = program_prompt(loaded.tokenizer, Document(document), INSTRUCTION)
     cache = kv.new_cache(loaded.model)
+    chooser = TokenChooser(loaded.vocab_size, loaded.device, Sampling())
     logits = kv.append(loaded.model, cache, prompt + tape.take_forced(), loaded.device)
     decided: list[int] = []
     while not tape.finished:
@@ -38,7 +40,7 @@ def one_token_per_forward(
         if target is not None:
             token = tape.target_token(target)
         else:
-            token = choose_token(logits, tape.allowed_tokens(), Sampling(), torch.Generator())
+            token = chooser.choose(logits, tape.matcher)
         tape.decide(token)
         decided.append(token)
         pending = [token, *tape.take_forced()]
@@ -189,26 +191,27 @@ def test_sampled_speculation_is_deterministic_under_a_seed_and_valid(tiny_qwen) 
 
 
 class _Masked:
-    """A tape stand-in whose mask allows a few tokens."""
+    """A tape stand-in whose matcher allows a few tokens."""
 
     def __init__(self, allowed: list[int], size: int) -> None:
         self.mask = torch.zeros(size, dtype=torch.bool)
         self.mask[allowed] = True
+        self.matcher = self
 
-    def allowed_tokens(self) -> torch.Tensor:
-        return self.mask
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        fill_from_allowed(bitmask, row, self.mask)
 
 
 def test_the_speculative_rule_under_a_mask_samples_the_masked_distribution() -> None:
     logits = torch.tensor([2.0, 0.5, 1.0, -1.0, 0.0, 3.0])
     tape = _Masked([0, 1, 2, 4], 6)
     expected = torch.softmax(torch.tensor([2.0, 0.5, 1.0, float("-inf"), 0.0, float("-inf")]), 0)
-    choose = Choice(Sampling(temperature=1.0, seed=0), None)
+    choose = Choice(TokenChooser(6, torch.device("cpu"), Sampling(temperature=1.0, seed=0)), None)
     counts = torch.zeros(6)
     draws = 6000
     for i in range(draws):
         drafted = [[2, 0], [4], [1, 2, 4], [0]][i % 4]
-        counts[choose(tape, logits, drafted)] += 1
+        counts[choose(tape, logits.clone(), drafted)] += 1
     assert counts[3] == counts[5] == 0
     torch.testing.assert_close(counts / draws, expected, atol=0.025, rtol=0)
 
@@ -232,9 +235,15 @@ def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> 
     assert ends == set(range(1, 9))
     graph = chain(encode("<"))
     drafter.grow(graph, 0, (), b"<", budget=400)
-    text = qwen2_tokenizer.decode(graph.tokens)
-    assert '<copy lines="1-8"/>\n' in text
-    assert text.count("line 1\n") >= 1
+    paths = [
+        qwen2_tokenizer.decode([graph.tokens[n] for n in graph.path(node)])
+        for node in range(len(graph))
+    ]
+    assert any(path.startswith('<copy lines="1-8"/>\nline 1\nline 2\n') for path in paths)
+    assert '<copy lines="1-8"/>\n' + document.text + "</program>" in paths
+    assert any(
+        path.startswith('<copy lines="1-2"/>\nline 1\nline 2\n<gen>line 3') for path in paths
+    )
     assert all(0.0 <= reach <= 1.0 for reach in graph.reach)
 
 
@@ -247,6 +256,7 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
         return qwen2_tokenizer.encode(text, add_special_tokens=False)
 
     config = load_draft_config()
+    forwards = []
     for size in (20, 200, 900):
         before = "".join(f"    total += values[{i}] * {i}\n" for i in range(size))
         after = before.replace(f"values[{size // 2}] * ", f"values[{size // 2}] / ")
@@ -256,4 +266,6 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
             index, encode, before, program, budget=config.budget, prior=config.program
         )
         assert sequential.forwards >= 3 * speculative.forwards
-        assert speculative.forwards <= 5
+        forwards.append(speculative.forwards)
+    assert max(forwards) <= 6
+    assert forwards[-1] - forwards[0] <= 2
