@@ -12,22 +12,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cad.errors import UserError
 from cad.files import read_text
-from cad.grammar.syntax import (
-    SyntaxConstraint,
-    SyntaxMismatch,
-    language_for_path,
-    syntax_machine,
-)
-from cad.grammar.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from cad.grammar.syntax import SyntaxConstraint
 
 LANGUAGE_IDS = {"python": "python", "json": "json"}
 """LSP language ids with a grammar (``jsonc`` allows comments, so it is not JSON)."""
-_BYTES = Vocabulary(tuple(bytes([value]) for value in range(256)), None)
+
+
+@cache
+def _bytes_vocabulary() -> Any:
+    """A vocabulary of the 256 single bytes: checking a file needs no tokenizer."""
+    from cad.grammar.vocab import Vocabulary
+
+    return Vocabulary(tuple(bytes([value]) for value in range(256)), None)
 
 
 class SyntaxChoice(StrEnum):
@@ -53,6 +57,8 @@ class SyntaxPlan:
         unconstrained); the file was checked to parse when the plan was made."""
         if self.language is None:
             return None
+        from cad.grammar.syntax import SyntaxConstraint, syntax_machine
+
         machine = syntax_machine(
             self.language, tokenizer, vocab_size=vocab_size, schema=self.schema
         )
@@ -70,6 +76,8 @@ def choose_language(
         return str(choice)
     if language_id and language_id.lower() in LANGUAGE_IDS:
         return LANGUAGE_IDS[language_id.lower()]
+    from cad.grammar.syntax import language_for_path
+
     return language_for_path(path) if path else None
 
 
@@ -97,8 +105,10 @@ def plan_syntax(
     ``warn`` and the edit is unconstrained. A schema that cannot be compiled is refused."""
     if language is None:
         return SyntaxPlan(None)
+    from cad.grammar.syntax import SyntaxConstraint, SyntaxMismatch, syntax_machine
+
     try:
-        machine = syntax_machine(language, _BYTES, schema=schema)
+        machine = syntax_machine(language, _bytes_vocabulary(), schema=schema)
         SyntaxConstraint.for_region(machine, before, region, after)
     except SyntaxMismatch as exc:
         if choice != SyntaxChoice.auto or schema is not None:

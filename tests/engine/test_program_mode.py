@@ -63,7 +63,8 @@ def tokens(tiny_qwen) -> EditTokenizer:
 
 
 def test_forced_programs_match_the_in_process_decoder(tiny_qwen, tokens) -> None:
-    decoder = Decoder(tiny_qwen, max_new_tokens=4096)
+    """The engine decides one token per step, as the in-process decoder does without drafts."""
+    decoder = Decoder(tiny_qwen, max_new_tokens=4096, draft_budget=0)
     for before, after in heval_pairs("python")[:2]:
         program = oracle(before, after)
         result, session = decode(tiny_qwen, tokens, before, program=program, max_new_tokens=4096)
@@ -78,7 +79,7 @@ def test_forced_programs_match_the_in_process_decoder(tiny_qwen, tokens) -> None
 def test_free_decoding_matches_the_in_process_decoder(tiny_qwen, tokens) -> None:
     before = heval_pairs("python")[0][0]
     result, session = decode(tiny_qwen, tokens, before, max_new_tokens=16)
-    reference = Decoder(tiny_qwen, max_new_tokens=16).edit(before, INSTRUCTION)
+    reference = Decoder(tiny_qwen, max_new_tokens=16, draft_budget=0).edit(before, INSTRUCTION)
     assert format_program(result.program) == format_program(reference.program)
     assert result.text == reference.text
     assert result.stats.truncated and reference.stats.truncated

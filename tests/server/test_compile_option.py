@@ -3,6 +3,7 @@ runtime, and the server's ``compile`` setting is part of what a loaded model dep
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,26 +22,34 @@ def test_edit_with_compile_runs_the_compiled_runtime(tmp_path: Path, monkeypatch
     model = make_tiny_model(tmp_path / "model", "qwen2")
     (tmp_path / "mean.py").write_text(BEFORE)
     (tmp_path / "fix.program").write_text(format(oracle(BEFORE, AFTER)))
-    appended: list[int] = []
+    forwards: list[str] = []
 
     def enable(loaded) -> None:
         # aot_eager: the same capture as inductor, without tens of seconds of C++ compiling
         runtime = install(loaded.model, loaded.device, backend="aot_eager")
-        append = runtime.append
+        append, verify = runtime.append, runtime.verify_tree
 
-        def counting(cache, token_ids):
-            appended.append(len(token_ids))
+        def counting_append(cache, token_ids):
+            forwards.append("append")
             return append(cache, token_ids)
 
-        monkeypatch.setattr(runtime, "append", counting)
+        def counting_verify(cache, tokens, parents):
+            forwards.append("tree")
+            return verify(cache, tokens, parents)
+
+        monkeypatch.setattr(runtime, "append", counting_append)
+        monkeypatch.setattr(runtime, "verify_tree", counting_verify)
 
     monkeypatch.setattr(loading, "enable_compile", enable)
     arguments = ["edit", str(tmp_path / "mean.py"), "--instr", "Drop the + 1", "--model"]
     arguments += [str(model), "--device", "cpu", "--program", str(tmp_path / "fix.program")]
+    arguments += ["--stats-json", str(tmp_path / "stats.json")]
     monkeypatch.setattr(sys, "argv", ["cad", *arguments, "--write", "--compile"])
     main()
     assert (tmp_path / "mean.py").read_text() == AFTER
-    assert len(appended) > 3
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    # every forward (the prompt's included) went through the compiled runtime
+    assert len(forwards) == stats["forwards"] + 1
 
 
 def test_the_compile_setting_reloads_the_model() -> None:

@@ -51,7 +51,8 @@ def fed_tokens(decoder: Decoder, edit: EditExample, granularity: str, monkeypatc
 def test_examples_are_what_the_decoder_feeds_and_supervise_its_decisions(
     tiny_qwen, builder, granularity, monkeypatch
 ) -> None:
-    decoder = Decoder(tiny_qwen, subline=granularity == "subline")
+    # Without drafts every fed token goes through kv.append (drafts keep the same sequence).
+    decoder = Decoder(tiny_qwen, subline=granularity == "subline", draft_budget=0)
     for edit in edits():
         item = builder.build(edit, granularity=granularity)
         fed, result = fed_tokens(decoder, edit, granularity, monkeypatch)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import random
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from cad.resolver import oracle, resolve
-from cad.server.cli import app
+from cad.server.cli import app, main
 from cad.training import DatasetError, load_jsonl
 from cad.training.synthetic import (
     FAMILIES,
@@ -521,11 +522,14 @@ def test_cad_data_synth_writes_jsonl_and_a_summary(sources: Path, tmp_path: Path
     ],
 )
 def test_cad_data_synth_errors_are_one_line(
-    args: list[str], message: str, sources: Path, tmp_path: Path
+    args: list[str], message: str, sources: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
     out = tmp_path / "x.jsonl"
     command = [arg.format(src=sources, out=out) for arg in args]
-    result = CliRunner().invoke(app, ["data", "synth", *command])
-    assert result.exit_code == 1
-    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+    monkeypatch.setattr(sys, "argv", ["cad", "data", "synth", *command])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 1
+    assert stderr.startswith(message) and stderr.count("\n") == 1
     assert not out.exists()
