@@ -9,11 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from cad.selector.draft_config import DraftConfig
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKENIZERS = FIXTURES / "tokenizers"
+SMALL_DRAFTS = DraftConfig(
+    draft_length=24,
+    budget=40,
+    aligned=2,
+    ngram=2,
+    top_k=2,
+    output=1,
+    rates={
+        "editing": {"aligned:0": [0.2, 0.9], "aligned:1": [0.3], "ngram:0": [0.4], "topk:0": [0.2]},
+        "copying": {"aligned:0": [0.9, 0.95], "output:0": [0.1]},
+    },
+)
+"""A small calibrated-looking draft configuration for decoding tests (40 nodes per forward)."""
 
 
 def heval_pairs(language: str) -> list[tuple[str, str]]:

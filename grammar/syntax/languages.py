@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from cad.grammar.cfg import GrammarError, ReferenceGrammar, compile
+from cad.grammar.cfg.builtin_grammars import JSON as BUILTIN_JSON
 from cad.grammar.cfg.token_table import TokenTable
 from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher
 from cad.grammar.syntax.python_masks import PythonMasks
@@ -27,17 +28,7 @@ from cad.grammar.vocab import Vocabulary
 LANGUAGES = ("python", "json")
 EXTENSIONS = {".py": "python", ".pyi": "python", ".pyw": "python", ".json": "json"}
 
-JSON_FILE = r"""
-root ::= ws value ws
-value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member ::= string ws ":" ws value
-array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
-string ::= "\"" char* "\""
-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
-ws ::= [ \t\n\r]*
-"""
+JSON_FILE = BUILTIN_JSON.replace("root ::= value", "root ::= ws value ws", 1)
 """A JSON text as RFC 8259 defines it: one value with whitespace around it."""
 
 _JSON_WHITESPACE = b" \t\n\r"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cad.selector import Cancelled, Sampling, kv, prompt_lookup
-from cad.selector.draft_config import DraftConfig, load_draft_config
+from cad.selector.draft_config import load_draft_config
 from cad.selector.rewrite import (
     DraftStep,
     extract_file,
@@ -18,21 +18,10 @@ from cad.selector.rewrite import (
     speculate,
     stop_tokens,
 )
+from tests.conftest import SMALL_DRAFTS as CONFIG
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
-CONFIG = DraftConfig(
-    draft_length=24,
-    budget=40,
-    aligned=2,
-    ngram=2,
-    top_k=2,
-    output=1,
-    rates={
-        "editing": {"aligned:0": [0.2, 0.9], "aligned:1": [0.3], "ngram:0": [0.4], "topk:0": [0.2]},
-        "copying": {"aligned:0": [0.9, 0.95], "output:0": [0.1]},
-    },
-)
 DOCUMENT_ONLY = replace(CONFIG, output=0)
 
 

@@ -27,7 +27,6 @@ from cad.grammar import compile as compile_grammar
 from cad.grammar.bitmask import fill_from_allowed
 from cad.resolver import format, oracle
 from cad.selector import Decoder, Sampling, generate_constrained, kv, prompt_lookup, regenerate
-from cad.selector.draft_config import DraftConfig
 from cad.selector.draft_graph import build_graph, prune
 from cad.selector.drafting import Candidate
 from cad.selector.loading import LoadedModel
@@ -36,20 +35,9 @@ from cad.selector.runtime import BUCKETS, StaticCache, StaticRuntime, install, u
 from cad.selector.sampling import TokenChooser, _kernel, masked_greedy
 from cad.selector.static_forward import tree_layout
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
+from tests.conftest import SMALL_DRAFTS as CONFIG
 
 INSTRUCTION = "Fix the bug."
-CONFIG = DraftConfig(
-    draft_length=24,
-    budget=40,
-    aligned=2,
-    ngram=2,
-    top_k=2,
-    output=1,
-    rates={
-        "editing": {"aligned:0": [0.2, 0.9], "aligned:1": [0.3], "ngram:0": [0.4], "topk:0": [0.2]},
-        "copying": {"aligned:0": [0.9, 0.95], "output:0": [0.1]},
-    },
-)
 
 
 def _own_copy(loaded: LoadedModel) -> LoadedModel:
