@@ -43,6 +43,7 @@ def test_installed_copy_has_cad_and_no_generic_names(tmp_path):
 
 @pytest.mark.slow
 def test_wheel_holds_only_the_cad_namespace(tmp_path):
+    """Built without isolation from the dev environment (which holds pybind11), offline."""
     subprocess.run(
         [
             sys.executable,
