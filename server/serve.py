@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, BinaryIO
+from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
@@ -27,11 +28,13 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInva
 from pygls.lsp.server import LanguageServer
 
 from cad.cli_text import plural
+from cad.errors import UserError
 from cad.files import MAX_TEXT_BYTES, describe_size
 from cad.resolver import Document, ProgramError, format_program, parse, resolve
 from cad.server.lsp_adapter import CadProtocol, serve_stdio, serve_tcp
 from cad.server.modes import EditMode
 from cad.server.snap import language_of, snap_lines
+from cad.server.syntax_setting import SyntaxChoice, SyntaxPlan, choose_language, plan_syntax
 from cad.server.text_edits import text_edits
 
 log = logging.getLogger("cad.serve")
@@ -56,6 +59,7 @@ class Settings:
     mode: str = "auto"
     compile: bool = False
     engine: str | None = None
+    syntax: str = "auto"
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
@@ -74,7 +78,7 @@ class Settings:
 
     def check(self) -> None:
         """Raise InvalidParams naming the first setting of the wrong type."""
-        for name in ("model", "device", "dtype", "adapter", "mode", "engine"):
+        for name in ("model", "device", "dtype", "adapter", "mode", "engine", "syntax"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise JsonRpcInvalidParams(f"cad.{name} is {value!r}; set it to text")
@@ -90,6 +94,16 @@ class Settings:
                 f"cad.mode is {self.mode!r}; set it to one of {', '.join(EditMode)}"
             ) from None
         return mode.resolved(program_given=self.adapter is not None)
+
+    def syntax_choice(self) -> SyntaxChoice:
+        """The language an edit is held to: ``auto`` (by the document's language or file
+        type), ``python``, ``json`` or ``none``."""
+        try:
+            return SyntaxChoice(self.syntax)
+        except ValueError:
+            raise JsonRpcInvalidParams(
+                f"cad.syntax is {self.syntax!r}; set it to one of {', '.join(SyntaxChoice)}"
+            ) from None
 
     def budget(self) -> int:
         """``maxNewTokens`` as a positive whole number of tokens."""
@@ -352,7 +366,15 @@ async def run_edit(
         job = Job(text[start:end], request, EditMode.program, budget=0)
     else:
         cad.settings.check()
-        job = Job(text[start:end], request, cad.settings.edit_mode(), cad.settings.budget())
+        job = Job(
+            text[start:end],
+            request,
+            cad.settings.edit_mode(),
+            cad.settings.budget(),
+            _syntax_plan(ls, cad.settings, document.language_id, request.uri, text, start, end),
+            text[:start],
+            text[end:],
+        )
         check_model_input(job.region, request.first_line or 0)
 
     previous = cad.running.get(request.uri)
@@ -463,12 +485,16 @@ def splice(text: str, start: int, end: int, new_region: str) -> str:
 @dataclass(frozen=True)
 class Job:
     """What the worker thread decodes: the region's text, the request, ``program`` or
-    ``rewrite`` mode and the token budget (unused when the request gives the program)."""
+    ``rewrite`` mode, the token budget (unused when the request gives the program), and the
+    language the edited document is held to with the text around the region."""
 
     region: str
     request: EditRequest
     mode: EditMode
     budget: int
+    syntax: SyntaxPlan = field(default_factory=lambda: SyntaxPlan(None))
+    before: str = ""
+    after: str = ""
 
 
 @dataclass(frozen=True)
@@ -523,6 +549,9 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
     loaded = cad.model()
     cad.status("editing")
     request = job.request
+    syntax = job.syntax.constraint(
+        loaded.tokenizer, loaded.vocab_size, job.before, job.region, job.after
+    )
     if job.mode is EditMode.rewrite:
         result = rewrite(
             loaded,
@@ -531,15 +560,57 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
             max_new_tokens=job.budget,
             on_progress=report,
             cancel=flag,
+            syntax=syntax,
         )
         program = ""
     else:
         decoder = Decoder(loaded, max_new_tokens=job.budget)
-        result = decoder.edit(job.region, request.instruction, on_progress=report, cancel=flag)
+        result = decoder.edit(
+            job.region, request.instruction, on_progress=report, cancel=flag, syntax=syntax
+        )
         program = format_program(result.program)
     if result.stats.truncated:
         raise BudgetSpent(job.budget)
     return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode.value})
+
+
+def _syntax_plan(
+    ls: LanguageServer,
+    settings: Settings,
+    language_id: str | None,
+    uri: str,
+    text: str,
+    start: int,
+    end: int,
+) -> SyntaxPlan:
+    """The language the edit is held to (``cad.syntax``), checked against the document before
+    decoding. A document that does not parse is refused when the language was set explicitly;
+    under ``auto`` it is edited without the constraint and the user is told once per edit.
+    A shared engine decodes without it."""
+    choice = settings.syntax_choice()
+    if settings.engine:
+        return SyntaxPlan(None)
+    path = unquote(urlparse(uri).path)
+    language = choose_language(choice, path=path, language_id=language_id)
+
+    def warn(line: str) -> None:
+        ls.window_show_message(
+            lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"cad: {line}")
+        )
+
+    try:
+        return plan_syntax(
+            choice,
+            language=language,
+            schema=None,
+            before=text[:start],
+            region=text[start:end],
+            after=text[end:],
+            warn=warn,
+        )
+    except UserError as exc:
+        message = str(exc).replace("(--syntax none)", '(set cad.syntax to "none")')
+        raise JsonRpcInvalidParams(f"cad.applyEdit: {message}") from None
 
 
 def _run_remote(settings: Settings, job: Job, flag: threading.Event, report: Any) -> Outcome:

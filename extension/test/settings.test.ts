@@ -35,6 +35,7 @@ describe("readSettings", () => {
         snap: true,
         preview: true,
         engine: " http://gpu:8000 ",
+        syntax: "python",
       }),
     );
     assert.deepEqual(settings, {
@@ -48,10 +49,14 @@ describe("readSettings", () => {
       snap: true,
       preview: true,
       engine: "http://gpu:8000",
+      syntax: "python",
     });
   });
   it("rejects malformed values", () => {
-    const settings = readSettings(reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3, mode: "fast", snap: 1 }));
+    const settings = readSettings(
+      reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3, mode: "fast", snap: 1, syntax: "java" }),
+    );
+    assert.equal(settings.syntax, "auto");
     assert.equal(settings.model, DEFAULTS.model);
     assert.equal(settings.mode, "auto");
     assert.equal(settings.snap, false);
@@ -70,6 +75,7 @@ describe("toServerSettings", () => {
       maxNewTokens: 2048,
       mode: "rewrite",
       engine: "",
+      syntax: "auto",
     });
   });
   it("resolves mode auto: program with an adapter, rewrite without", () => {
@@ -103,6 +109,7 @@ describe("changes", () => {
     assert.equal(serverSettingsChanged(base, { ...base, mode: "program" }), true);
     assert.equal(serverSettingsChanged(base, { ...base, maxNewTokens: 10 }), true);
     assert.equal(serverSettingsChanged(base, { ...base, engine: "http://gpu:8000" }), true);
+    assert.equal(serverSettingsChanged(base, { ...base, syntax: "none" }), true);
   });
 });
 

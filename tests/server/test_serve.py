@@ -780,3 +780,60 @@ def test_an_adapter_runs_on_its_recorded_base_model(tmp_path) -> None:
     assert mismatch["error"]["message"] == (
         f"adapter {adapter} was trained on {base}, not /m/other; clear cad.model to run it on {base}"
     )
+
+
+SYNTAX_PROBE = (
+    "import cad.selector.rewrite as rewriting\n"
+    "def probe(loaded, region, instruction, **options):\n"
+    "    syntax = options['syntax']\n"
+    "    raise RuntimeError('held to ' + ('nothing' if syntax is None else syntax.language))\n"
+    "rewriting.rewrite = probe\n"
+)
+PARSING = "def mean(values):\n    return sum(values) / len(values)\n"
+
+
+@pytest.mark.parametrize(
+    ("syntax", "text", "held_to", "note"),
+    [
+        ("auto", PARSING, "python", False),
+        ("none", PARSING, "nothing", False),
+        ("auto", REGION_DOCUMENT, "nothing", True),
+    ],
+)
+def test_the_syntax_setting_reaches_the_decoder(
+    slow_model: str, syntax: str, text: str, held_to: str, note: bool
+) -> None:
+    async def scenario():
+        c = Client()
+        options = {**model_options(slow_model, budget=8, mode="rewrite"), "syntax": syntax}
+        await c.start(options, prelude=SYNTAX_PROBE)
+        c.open(text)
+        result = await c.try_edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert f"held to {held_to}" in result["error"]
+    noted = [m for m in c.messages if "editing without the syntax constraint" in m]
+    assert bool(noted) == note and c.applied == []
+
+
+@pytest.mark.parametrize(
+    ("syntax", "message"),
+    [("python", 'set cad.syntax to "none"'), ("java", "cad.syntax is 'java'")],
+)
+def test_a_syntax_the_document_cannot_be_held_to_is_refused(
+    slow_model: str, syntax: str, message: str
+) -> None:
+    async def scenario():
+        c = Client()
+        options = {**model_options(slow_model, budget=8, mode="rewrite"), "syntax": syntax}
+        await c.start(options)
+        c.open(REGION_DOCUMENT)
+        result = await c.try_edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
+        await c.stop()
+        return c, result
+
+    c, result = run(scenario())
+    assert message in result["error"] and "\n" not in result["error"]
+    assert c.applied == []

@@ -13,6 +13,15 @@ export type EditMode = "auto" | "program" | "rewrite";
 export const EDIT_MODES: readonly EditMode[] = ["auto", "program", "rewrite"];
 
 /**
+ * The language an edit is held to: `auto` (by the document's language), `python`, `json`, or
+ * `none`; the server refuses an edit that would leave the file unparsable.
+ */
+export type SyntaxChoice = "auto" | "python" | "json" | "none";
+
+/** The choices the `cad.syntax` setting accepts. */
+export const SYNTAX_CHOICES: readonly SyntaxChoice[] = ["auto", "python", "json", "none"];
+
+/**
  * Defaults; they match package.json's. An empty `model` leaves the choice to the server: the
  * adapter's base model, else its default model (which only the server names).
  */
@@ -27,6 +36,7 @@ export const DEFAULTS = {
   snap: false,
   preview: false,
   engine: "",
+  syntax: "auto",
 } as const satisfies CadSettings;
 
 /** Every `cad.*` setting, as the extension uses them. */
@@ -45,6 +55,7 @@ export interface CadSettings {
   preview: boolean;
   /** URL of a shared engine (`cad-engine`) to decode on; empty: decode in the server. */
   engine: string;
+  syntax: SyntaxChoice;
 }
 
 /** What the server's `Settings.update` understands. */
@@ -60,6 +71,7 @@ export interface ServerSettings {
   mode: "program" | "rewrite";
   /** Always sent: an empty string tells the server to decode in process again. */
   engine: string;
+  syntax: SyntaxChoice;
 }
 
 /** Reads one setting under `cad.` (e.g. `WorkspaceConfiguration.get`). */
@@ -83,6 +95,7 @@ export function readSettings(read: SettingReader): CadSettings {
     snap: flag(read("snap"), DEFAULTS.snap),
     preview: flag(read("preview"), DEFAULTS.preview),
     engine: typeof read("engine") === "string" ? (read("engine") as string).trim() : DEFAULTS.engine,
+    syntax: SYNTAX_CHOICES.find((choice) => choice === read("syntax")) ?? DEFAULTS.syntax,
   };
 }
 
@@ -110,6 +123,7 @@ export function toServerSettings(settings: CadSettings): ServerSettings {
     maxNewTokens: settings.maxNewTokens,
     mode: serverMode(settings),
     engine: settings.engine,
+    syntax: settings.syntax,
   };
   if (settings.adapter !== "") {
     server.adapter = settings.adapter;
