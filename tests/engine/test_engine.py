@@ -36,7 +36,7 @@ def test_forced_heval_edits_are_exact_and_equal_to_in_process(engine, loaded_eng
         answers = list(pool.map(lambda pair: engine.post("/v1/cad/edit", forced(*pair)), pairs))
     assert [status for status, _ in answers] == [200] * len(pairs)
     assert [answer["text"] for _, answer in answers] == [after for _, after in pairs]
-    decoder = Decoder(loaded_engine_model, max_new_tokens=4096)
+    decoder = Decoder(loaded_engine_model, max_new_tokens=4096, draft_budget=0)
     for (before, after), (_, answer) in list(zip(pairs, answers, strict=True))[:3]:
         reference = decoder.edit(before, INSTRUCTION, program=oracle(before, after))
         assert answer["program"] == format_program(reference.program)
@@ -73,7 +73,9 @@ def test_engine_steps_are_one_per_forward_and_copies_cost_one(engine) -> None:
 
 def test_free_decoding_equals_the_in_process_decoder(engine, loaded_engine_model) -> None:
     before = heval_pairs("python")[0][0]
-    reference = Decoder(loaded_engine_model, max_new_tokens=24).edit(before, INSTRUCTION)
+    reference = Decoder(loaded_engine_model, max_new_tokens=24, draft_budget=0).edit(
+        before, INSTRUCTION
+    )
     assert reference.stats.truncated  # a random model does not finish a program
     status, answer = engine.post(
         "/v1/cad/edit", {"document": before, "instruction": INSTRUCTION, "max_new_tokens": 24}
