@@ -31,11 +31,13 @@ def test_rewrite_through_the_engine_equals_in_process(engine) -> None:
     assert reported(remote)
     (params,) = remote.applied
     assert params.edit.document_changes[0].text_document.version == 4
+    # the engine decodes without the syntax constraint, so the local run does too
     local_options = {
         "mode": "rewrite",
         "model": str(engine.model),
         "device": "cpu",
         "dtype": "float32",
+        "syntax": "none",
     }
     local, in_process = run(edit_with(local_options, (), argument))
     assert in_process["applied"] is True
