@@ -366,8 +366,10 @@ async def run_edit(
         job = Job(text[start:end], request, EditMode.program, budget=0)
     else:
         cad.settings.check()
+        region_text = text[start:end]
+        check_model_input(region_text, request.first_line or 0)
         job = Job(
-            text[start:end],
+            region_text,
             request,
             cad.settings.edit_mode(),
             cad.settings.budget(),
@@ -375,7 +377,6 @@ async def run_edit(
             text[:start],
             text[end:],
         )
-        check_model_input(job.region, request.first_line or 0)
 
     previous = cad.running.get(request.uri)
     if previous is not None:
@@ -590,6 +591,13 @@ def _syntax_plan(
     choice = settings.syntax_choice()
     if settings.engine:
         return SyntaxPlan(None)
+    if _LONE_SURROGATE.search(text) is not None:
+        if choice in (SyntaxChoice.auto, SyntaxChoice.none):
+            return SyntaxPlan(None)
+        raise JsonRpcInvalidParams(
+            f"cad.applyEdit: the document holds a lone UTF-16 surrogate, so it is not {choice} "
+            'text; fix it or set cad.syntax to "none"'
+        )
     path = unquote(urlparse(uri).path)
     language = choose_language(choice, path=path, language_id=language_id)
 

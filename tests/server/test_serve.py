@@ -818,19 +818,27 @@ def test_the_syntax_setting_reaches_the_decoder(
     assert bool(noted) == note and c.applied == []
 
 
+LINE_2 = {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0}}
+
+
 @pytest.mark.parametrize(
-    ("syntax", "message"),
-    [("python", 'set cad.syntax to "none"'), ("java", "cad.syntax is 'java'")],
+    ("syntax", "text", "message"),
+    [
+        ("python", REGION_DOCUMENT, 'set cad.syntax to "none"'),
+        ("java", REGION_DOCUMENT, "cad.syntax is 'java'"),
+        ("python", "x = '\ud83d'\ny = 1\n", "lone UTF-16 surrogate, so it is not python"),
+    ],
 )
 def test_a_syntax_the_document_cannot_be_held_to_is_refused(
-    slow_model: str, syntax: str, message: str
+    slow_model: str, syntax: str, text: str, message: str
 ) -> None:
     async def scenario():
         c = Client()
         options = {**model_options(slow_model, budget=8, mode="rewrite"), "syntax": syntax}
         await c.start(options)
-        c.open(REGION_DOCUMENT)
-        result = await c.try_edit({"uri": URI, "instruction": REWRITE_INSTRUCTION})
+        c.open(text)
+        argument = {"uri": URI, "instruction": REWRITE_INSTRUCTION, "range": LINE_2}
+        result = await c.try_edit(argument)
         await c.stop()
         return c, result
 
