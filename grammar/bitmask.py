@@ -140,3 +140,20 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> 
     logits[..., :covered].masked_fill_(~allowed, float("-inf"))
     if covered < vocab:
         logits[..., covered:] = float("-inf")
+
+
+class NativeMaskFill:
+    """The mask side of a :class:`cad.grammar.Matcher` whose native base class writes the
+    rows itself (``fill_row``, ``fill_bools`` and ``vocab_size`` come from that base)."""
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed tokens into ``bitmask[row]`` (packed; end-of-sequence where the
+        language may end)."""
+        self.fill_row(*row_address(bitmask, row))  # type: ignore[attr-defined]
+
+    def allowed_tokens(self) -> torch.Tensor:
+        """A fresh ``(vocab_size,)`` bool tensor of the tokens allowed next (derived from the
+        bitmask; decoders should prefer ``fill_next_token_bitmask``)."""
+        allowed = torch.empty(self.vocab_size, dtype=torch.bool)  # type: ignore[attr-defined]
+        self.fill_bools(allowed.data_ptr())  # type: ignore[attr-defined]
+        return allowed

@@ -14,10 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from cad.grammar import _native
-from cad.grammar.bitmask import row_address
+from cad.grammar.bitmask import NativeMaskFill
 from cad.grammar.index_cache import read_cached, write_cached
 from cad.grammar.vocab import Vocabulary
 from cad.resolver import CopyLines, CopySpan, Gen, Op, unescape_gen_text
@@ -68,7 +66,7 @@ class ProgramTokenIndex:
         return cls(vocabulary, native, loaded_from_cache=False)
 
 
-class ProgramMatcher(_native.ProgramMatcher):
+class ProgramMatcher(NativeMaskFill, _native.ProgramMatcher):
     """The program FSM as a :class:`cad.grammar.Matcher` for one document.
 
     ``line_widths[k]`` is the number of characters of line k+1, terminator included (each at
@@ -86,18 +84,6 @@ class ProgramMatcher(_native.ProgramMatcher):
         super().__init__(index.native, list(line_widths), subline)
         self.index = index
         self._ops: list[Op] = []
-
-    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        """Write the allowed tokens into ``bitmask[row]`` (packed, see
-        :mod:`cad.grammar.bitmask`)."""
-        self.fill_row(*row_address(bitmask, row))
-
-    def allowed_tokens(self) -> torch.Tensor:
-        """A fresh ``(vocab_size,)`` bool tensor of the tokens allowed next (derived from the
-        bitmask; decoders should prefer ``fill_next_token_bitmask``)."""
-        allowed = torch.empty(self.vocab_size, dtype=torch.bool)
-        self.fill_bools(allowed.data_ptr())
-        return allowed
 
     def rollback(self, k: int) -> None:
         """Undo the last ``k`` ``accept_token``/``accept_bytes`` calls that succeeded."""

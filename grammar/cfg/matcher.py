@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from cad.grammar import _native
-from cad.grammar.bitmask import row_address
+from cad.grammar.bitmask import NativeMaskFill
 
 if TYPE_CHECKING:
     from cad.grammar.cfg.compiled import CompiledGrammar
 
 
-class CfgMatcher(_native.CfgMatcher):
+class CfgMatcher(NativeMaskFill, _native.CfgMatcher):
     """Incremental acceptor for one output over a :class:`CompiledGrammar`.
 
     The parse state is a persistent stack (DPDA) or an interned Earley state, with one history
@@ -29,19 +27,6 @@ class CfgMatcher(_native.CfgMatcher):
     def __init__(self, compiled: CompiledGrammar) -> None:
         super().__init__(compiled.native)
         self.compiled = compiled
-
-    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        """Write the allowed tokens into ``bitmask[row]`` (packed, see
-        :mod:`cad.grammar.bitmask`); the end-of-sequence token is allowed where the output is
-        a sentence."""
-        self.fill_row(*row_address(bitmask, row))
-
-    def allowed_tokens(self) -> torch.Tensor:
-        """A fresh ``(vocab_size,)`` bool tensor of the tokens allowed next (derived from the
-        bitmask; decoders should prefer ``fill_next_token_bitmask``)."""
-        allowed = torch.empty(self.vocab_size, dtype=torch.bool)
-        self.fill_bools(allowed.data_ptr())
-        return allowed
 
     def rollback(self, k: int) -> None:
         """Undo the last ``k`` accepted tokens (or byte runs)."""
