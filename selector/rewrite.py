@@ -285,10 +285,10 @@ def speculate(
             trace.append(DraftStep(len(output), tuple(candidates), drafter.copying))
         states = None
         if syntax is not None:
-            cut = partial(_cut_drafts, known=len(known), end_state=state, constraint=syntax)
-            graph = draft_tree(
-                known, candidates, config, drafter.copying, partial(cut, stops=stops)
+            cut = partial(
+                _cut_drafts, known=len(known), end_state=state, constraint=syntax, stops=stops
             )
+            graph = draft_tree(known, candidates, config, drafter.copying, cut)
             states = _cut(graph, len(known), state, syntax, stops)[1]
         else:
             graph = draft_tree(known, candidates, config, drafter.copying)
