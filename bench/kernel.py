@@ -144,6 +144,24 @@ def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> di
     return {name: spread(values) for name, values in times.items()}
 
 
+def vocabulary_projection(loaded: LoadedModel, trials: int) -> dict:
+    """Seconds for the output projection alone (one position's hidden state to logits over
+    the whole vocabulary): the part of every step that no runtime can shorten, since its
+    cost is reading the projection's weights."""
+    head = loaded.model.get_output_embeddings()
+    hidden = torch.randn(1, 1, head.in_features, dtype=loaded.dtype).to(loaded.device)
+    times = []
+    with torch.inference_mode():
+        for attempt in range(trials + 2):
+            synchronize(loaded)
+            began = clock()
+            head(hidden)
+            synchronize(loaded)
+            if attempt >= 2:
+                times.append(clock() - began)
+    return spread(times)
+
+
 def decodes(loaded: LoadedModel, edits: int, trials: int) -> list[dict]:
     """Rewrite mode and program mode (oracle targets) on the first ``edits`` held-out
     HumanEvalPack-Fix edits, eager and compiled interleaved: seconds after the prefill."""
@@ -210,9 +228,11 @@ def run(
         "runtimes": list(names),
         "first_pass_s": first,
         "rows": rows,
+        "vocab": loaded.vocab_size,
     }
     if compile:
         result["choice_s"] = token_choice(loaded, names, max(trials, 20))
+        result["projection_s"] = vocabulary_projection(loaded, max(trials, 20))
         if edits:
             result["decodes"] = decodes(loaded, edits, trials)
     return result
@@ -272,6 +292,18 @@ def markdown(result: dict) -> str:
             "",
             "Greedy token choice under a bitmask, ms: "
             + ", ".join(f"{name} {_ms(value)}" for name, value in choice.items()),
+        ]
+    if "projection_s" in result:
+        projection = result["projection_s"]["median"]
+        row = result["rows"][0]
+        rest = {name: row[name]["decode_s"]["median"] / row["n"] - projection for name in names}
+        lines += [
+            "",
+            f"The output projection alone (one position to {result.get('vocab', 'all')} "
+            f"logits) takes {_ms(result['projection_s'])} ms of every step; the rest of the "
+            f"step at N={row['n']}, ms: "
+            + " / ".join(f"{rest[name] * 1e3:.3f}" for name in names)
+            + f" ({joined}; compiled {rest['eager'] / rest['compiled']:.2f}× faster than eager).",
         ]
     if result.get("decodes"):
         lines += [

@@ -8,13 +8,20 @@ Python version.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import pickle
+import sys
+import unicodedata
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cad.grammar.index_cache import read_cached, write_cached
 from cad.grammar.program_states import utf8_step
 from cad.grammar.syntax.glr import DEAD, GlrParser
 from cad.grammar.syntax.grammar_text import read_grammar
@@ -24,6 +31,9 @@ from cad.grammar.syntax.python_lexer import MAX_RUN, PythonLexer, TokenGroups
 
 SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 LATEST = SUPPORTED_VERSIONS[-1]
+CACHE_KIND = "python-syntax"
+
+logger = logging.getLogger(__name__)
 
 
 def _utf8_table() -> list[list[int]]:
@@ -49,10 +59,7 @@ class PythonSyntax:
             supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_VERSIONS)
             raise ValueError(f"Python {version[0]}.{version[1]} is not supported ({supported})")
         self.version = version
-        text = resources.files("cad.grammar.syntax").joinpath("python.cfg").read_text()
-        self.tables = build_tables(read_grammar(text, version))
-        self.groups = TokenGroups(self.tables)
-        self.lexer = PythonLexer(self.groups, version)
+        self.tables, self.groups, self.lexer = built_parts(version)
         self.native = _native_core(self.tables, self.groups) if native is not False else None
         if native and self.native is None:
             raise RuntimeError("the native core (cad.grammar._native) is not built")
@@ -135,6 +142,40 @@ class PythonSyntax:
         """Whether ``data`` is a whole Python file."""
         state = self.feed(self.initial, data)
         return state != DEAD and self.is_complete(state)
+
+
+def built_parts(version: tuple[int, int]) -> tuple[Tables, TokenGroups, PythonLexer]:
+    """The parser tables, token groups and lexer of Python ``version``: read from the on-disk
+    cache (:mod:`cad.grammar.index_cache`) when an earlier process built them from the same
+    grammar, sources and Unicode tables, else built (the lexer's automata take most of a
+    second) and stored for the next process."""
+    key = _fingerprint(version)
+    data = read_cached(CACHE_KIND, key)
+    if data is not None:
+        try:
+            parts = pickle.loads(data)
+        except Exception as error:  # a truncated or foreign file is rebuilt, never fatal
+            logger.debug("ignoring the cached Python syntax tables: %s", error)
+        else:
+            if isinstance(parts, tuple) and len(parts) == 3:
+                return parts
+    text = resources.files("cad.grammar.syntax").joinpath("python.cfg").read_text()
+    tables = build_tables(read_grammar(text, version))
+    groups = TokenGroups(tables)
+    parts = (tables, groups, PythonLexer(groups, version))
+    write_cached(CACHE_KIND, key, pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL))
+    return parts
+
+
+def _fingerprint(version: tuple[int, int]) -> str:
+    """What the built tables depend on: the grammar and every source file of this package,
+    the interpreter's Unicode tables (identifiers) and the Python version modelled."""
+    digest = hashlib.sha256(repr((version, unicodedata.unidata_version, sys.version)).encode())
+    package = Path(__file__).parent
+    for path in sorted([*package.glob("*.py"), package / "python.cfg"]):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 class _NativeLayout:
