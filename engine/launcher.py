@@ -84,12 +84,66 @@ def check_vllm() -> None:
         raise
 
 
+def _value(args: Sequence[str], flag: str) -> str | None:
+    """The value given to ``flag`` (``--flag V`` or ``--flag=V``), if any."""
+    for position, arg in enumerate(args):
+        if arg == flag and position + 1 < len(args):
+            return args[position + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def model_head_size(model: str) -> int | None:
+    """The attention head size in ``model``'s configuration; None where it cannot be read
+    (vLLM then reports the problem itself)."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model).get_text_config()
+        return int(
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+    except Exception:  # an unreadable configuration is vLLM's to report
+        return None
+
+
+def cpu_head_sizes() -> list[int] | None:
+    """The head sizes vLLM's CPU attention takes when vLLM runs on the CPU; None on other
+    platforms or where this vLLM does not say."""
+    try:
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            return None
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        return list(CPUAttentionBackend.get_supported_head_sizes())
+    except Exception:  # another vLLM layout: its own check applies
+        return None
+
+
+def check_head_size(args: Sequence[str]) -> None:
+    """Refuse, before vLLM starts, a model whose attention head size vLLM's CPU attention
+    cannot run (it would otherwise fail on the first request)."""
+    model = _value(args, "--model")
+    head = model_head_size(model) if model else None
+    supported = cpu_head_sizes() if head is not None else None
+    if supported and head not in supported:
+        sizes = ", ".join(map(str, supported))
+        raise LaunchError(
+            f"model {model} has attention heads of size {head}, which vLLM's CPU attention "
+            f"cannot run (it takes {sizes}); serve it with cad serve, or choose another model"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Start the engine; a problem found before vLLM starts is one ``error:`` line."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         max_edits = _take_max_edits(args)
         check_vllm()
+        check_head_size(args)
     except LaunchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

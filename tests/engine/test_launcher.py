@@ -48,3 +48,37 @@ def test_missing_vllm_is_one_line(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: vLLM is not installed") and "\n" not in err
     assert "copy-as-decode[vllm]" in err
+
+
+def _model_folder(folder, heads: int) -> str:
+    """A model configuration (no weights) whose attention heads are ``64 // heads`` wide."""
+    from transformers import Qwen2Config
+
+    Qwen2Config(hidden_size=64, num_attention_heads=heads, num_key_value_heads=1).save_pretrained(
+        folder
+    )
+    return str(folder)
+
+
+def test_head_size_vllm_cannot_run_is_refused_before_start(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(launcher, "check_vllm", lambda: None)
+    monkeypatch.setattr(launcher, "cpu_head_sizes", lambda: [32, 64, 128])
+    monkeypatch.setattr(launcher.runpy, "run_module", pytest.fail)
+    narrow = _model_folder(tmp_path / "narrow", heads=4)
+    with pytest.raises(SystemExit) as exit_:
+        launcher.main(["--model", narrow, "--port", "1"])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith(f"error: model {narrow} has attention heads of size 16") and "\n" not in err
+    )
+    assert "32, 64, 128" in err and "cad serve" in err
+
+
+def test_head_size_vllm_runs_passes(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(launcher, "cpu_head_sizes", lambda: [32, 64, 128])
+    launcher.check_head_size(["--model=" + _model_folder(tmp_path / "wide", heads=2)])
+    launcher.check_head_size(["--model", str(tmp_path / "missing")])
+    launcher.check_head_size(["--port", "1"])
+    monkeypatch.setattr(launcher, "cpu_head_sizes", lambda: None)
+    launcher.check_head_size(["--model", _model_folder(tmp_path / "narrow", heads=4)])
