@@ -269,3 +269,19 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
         forwards.append(speculative.forwards)
     assert max(forwards) <= 6
     assert forwards[-1] - forwards[0] <= 2
+
+
+def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer) -> None:
+    from cad.grammar import ProgramTokenIndex
+    from cad.resolver import CopyLines
+
+    document = Document("def f(p, d):\n    p*= p*d\n    return p\n")
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+
+    def encode(text: str) -> list[int]:
+        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+
+    drafter = ProgramDrafter(index, encode, document)
+    proposals = drafter.proposals((CopyLines(1, 1),), b"<gen>    p=")
+    best = max(proposals, key=lambda p: p.mass)
+    assert best.text.startswith(b"<gen>    p= p*d\n")
