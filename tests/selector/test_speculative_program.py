@@ -111,8 +111,12 @@ def _targets(before: str, seed: int) -> dict[str, str]:
     cut = rng.randrange(1, len(lines))
     shifted = [*lines[:cut], "    # a new line\n", *lines[cut + 1 :], "print('end')\n"]
     unrelated = "".join(f"value_{rng.randrange(999)} = {i}\n" for i in range(6))
+    long = max(range(len(lines)), key=lambda i: len(lines[i]))
+    middle = len(lines[long]) // 2
+    one_byte = [*lines[:long], lines[long][:middle] + lines[long][middle + 1 :], *lines[long + 1 :]]
     return {
         "exact": before,
+        "one byte dropped": "".join(one_byte),
         "mutated": "".join(mutated),
         "shifted": "".join(shifted),
         "unrelated": unrelated,
@@ -136,7 +140,14 @@ def test_forced_speculation_follows_the_program_token_for_token(
         assert decided_tokens == reference, name
         assert result.program == program, name
         assert result.stats.forwards <= len(reference), name
-        replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+        replayed = replay_forced(
+            decoder.index,
+            decoder.encode,
+            before,
+            program,
+            budget=decoder.budget,
+            prior=decoder.prior,
+        )
         assert replayed.forwards == result.stats.forwards, name
 
 
@@ -154,7 +165,14 @@ def test_forced_speculation_with_multi_digit_tokens_and_spans(tiny_llama) -> Non
             result = decoder.edit(before, INSTRUCTION, program=program)
             assert result.text == after
             assert result.program == program
-            replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+            replayed = replay_forced(
+                decoder.index,
+                decoder.encode,
+                before,
+                program,
+                budget=decoder.budget,
+                prior=decoder.prior,
+            )
             assert replayed.forwards == result.stats.forwards
 
 
