@@ -96,10 +96,10 @@ def _common_prefix(a: str, b: str) -> str:
 
 def _resumption(partial: bytes, original: bytes, same: int) -> tuple[int, int] | None:
     """Where ``original`` goes on if the line being written has rejoined it after its change
-    (which began at byte ``same``): the end of the longest tail of ``partial`` (2 to
+    (which began at byte ``same``): the end of the longest tail of ``partial`` (1 to
     ``ANCHOR`` bytes, written after the change) found in ``original`` after the change,
     nearest the same position; with that tail's length."""
-    for size in range(min(len(partial) - same, ANCHOR), 1, -1):
+    for size in range(min(len(partial) - same, ANCHOR), 0, -1):
         tail = partial[-size:]
         ends = []
         start = original.find(tail, same)

@@ -33,6 +33,7 @@ class Options:
     limit: int = 0
     graph_size: int = 1024
     min_gain: float = 0.005
+    budget: int = 0
 
 
 def load_corpus(name: str, holdout: bool) -> list[EditExample]:
@@ -74,7 +75,7 @@ def run(options: Options) -> str:
     from rich.progress import Progress
 
     from cad.grammar import ProgramTokenIndex
-    from cad.training.calibrate import calibrate, model_trace, replay_trace
+    from cad.training.calibrate import BUDGETS, calibrate, model_trace, replay_trace
     from cad.training.calibrate_program import calibrate_prior, oracle_edits
 
     if options.greedy and not options.model:
@@ -121,14 +122,16 @@ def run(options: Options) -> str:
         task = progress.add_task("replaying budgets", total=None)
         targets = "greedy" if options.greedy else "gold"
         held = "; test splits held out" if options.holdout else ""
+        pinned = f"; budget fixed at {options.budget}" if options.budget else ""
         result = calibrate(
             traces,
             token_cost=options.token_cost,
             graph_size=options.graph_size,
             min_gain=options.min_gain,
+            budgets=(options.budget,) if options.budget else BUDGETS,
             calibrated_on=(
                 f"{', '.join(used)}; {source}; {targets} targets; "
-                f"token cost {options.token_cost:g}{held}"
+                f"token cost {options.token_cost:g}{pinned}{held}"
             ),
             on_budget=lambda row: progress.advance(task),
         )
@@ -194,12 +197,20 @@ def cmd_calibrate(
     min_gain: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of accepted tokens a source must add.")
     ] = 0.005,
+    budget: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Fix the draft budget (drafted tokens per forward) instead of choosing it; "
+            "only the reach threshold is chosen (0 = choose).",
+        ),
+    ] = 0,
 ) -> None:
     """Learn which drafts are accepted (sources, lengths, per-depth rates, budget) from
     decoding traces on edit corpora, and write a draft-graph configuration for rewrite mode."""
     options = Options(
         data, out, tokenizer, model, device, dtype, greedy, token_cost, max_tokens, holdout,
-        limit, graph_size, min_gain,
+        limit, graph_size, min_gain, budget,
     )  # fmt: skip
     print(run(options), file=sys.stderr)
 

@@ -111,8 +111,12 @@ def _targets(before: str, seed: int) -> dict[str, str]:
     cut = rng.randrange(1, len(lines))
     shifted = [*lines[:cut], "    # a new line\n", *lines[cut + 1 :], "print('end')\n"]
     unrelated = "".join(f"value_{rng.randrange(999)} = {i}\n" for i in range(6))
+    long = max(range(len(lines)), key=lambda i: len(lines[i]))
+    middle = len(lines[long]) // 2
+    one_byte = [*lines[:long], lines[long][:middle] + lines[long][middle + 1 :], *lines[long + 1 :]]
     return {
         "exact": before,
+        "one byte dropped": "".join(one_byte),
         "mutated": "".join(mutated),
         "shifted": "".join(shifted),
         "unrelated": unrelated,
@@ -136,7 +140,14 @@ def test_forced_speculation_follows_the_program_token_for_token(
         assert decided_tokens == reference, name
         assert result.program == program, name
         assert result.stats.forwards <= len(reference), name
-        replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+        replayed = replay_forced(
+            decoder.index,
+            decoder.encode,
+            before,
+            program,
+            budget=decoder.budget,
+            prior=decoder.prior,
+        )
         assert replayed.forwards == result.stats.forwards, name
 
 
@@ -154,7 +165,14 @@ def test_forced_speculation_with_multi_digit_tokens_and_spans(tiny_llama) -> Non
             result = decoder.edit(before, INSTRUCTION, program=program)
             assert result.text == after
             assert result.program == program
-            replayed = replay_forced(decoder.index, decoder.encode, before, program, budget=96)
+            replayed = replay_forced(
+                decoder.index,
+                decoder.encode,
+                before,
+                program,
+                budget=decoder.budget,
+                prior=decoder.prior,
+            )
             assert replayed.forwards == result.stats.forwards
 
 
@@ -269,3 +287,19 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
         forwards.append(speculative.forwards)
     assert max(forwards) <= 6
     assert forwards[-1] - forwards[0] <= 2
+
+
+def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer) -> None:
+    from cad.grammar import ProgramTokenIndex
+    from cad.resolver import CopyLines
+
+    document = Document("def f(p, d):\n    p*= p*d\n    return p\n")
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+
+    def encode(text: str) -> list[int]:
+        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+
+    drafter = ProgramDrafter(index, encode, document)
+    proposals = drafter.proposals((CopyLines(1, 1),), b"<gen>    p=")
+    best = max(proposals, key=lambda p: p.mass)
+    assert best.text.startswith(b"<gen>    p= p*d\n")

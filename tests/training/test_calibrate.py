@@ -154,6 +154,16 @@ def test_cad_calibrate_writes_a_loadable_config_deterministically(corpus: Path) 
     assert list(corpus.glob(".a.json.*")) == []
 
 
+def test_cad_calibrate_keeps_a_fixed_budget(corpus: Path) -> None:
+    args = ["calibrate", "--data", "edits.jsonl", "--tokenizer", str(TOKENIZERS / "qwen2")]
+    result = _cad(*args, "--limit", "4", "--budget", "24", "--out", "fixed.json", cwd=corpus)
+    assert result.returncode == 0, result.stderr
+    assert "budget 24," in result.stderr
+    config = load_draft_config(corpus / "fixed.json")
+    assert config.budget == 24
+    assert "budget fixed at 24" in config.calibrated_on
+
+
 def test_cad_calibrate_traces_real_decoding_with_a_model(corpus: Path, tmp_path) -> None:
     model = make_tiny_model(tmp_path / "tiny", "qwen2")
     result = _cad(
