@@ -16,7 +16,12 @@
   ``ast.parse`` accepts must be accepted by the grammar of the running Python; disagreements
   either way are listed by file name.
 
-No part flag runs all three. Small run (a few minutes on two cores):
+No part flag runs all three.
+
+* ``--syncode`` (optional, needs PyPI ``syncode``; see :mod:`bench.syncode_peer`): SynCode
+  beside the Python grammar on every prefix of the HEvalFix-Py after-files, mask time per
+  token (thread CPU clock, one process) and agreement on the allowed tokens; skipped with a
+  line saying why where SynCode is not installed. Small run (a few minutes on two cores):
 
     python -m bench.syntax --edits 4 --seeds 2 --max-new-tokens 24 --cost-edits 5 \\
         --stdlib-limit 200 --out-md syntax.md --out-json syntax.json
@@ -46,7 +51,7 @@ from typing import Any
 
 import torch
 
-from bench.harness import machine, pick_model
+from bench.harness import QWEN2_TOKENIZER, machine, pick_model
 from bench.masks import DEFAULT_DATA
 from cad.grammar import allocate_token_bitmask
 from cad.grammar.syntax import SyntaxConstraint, SyntaxMatcher, SyntaxMismatch, syntax_machine
@@ -500,7 +505,85 @@ def markdown(results: dict[str, Any]) -> str:
             ]
             out += [f"- rejected, ast.parse accepts: {x}" for x in part["false_rejections"]]
             out += [f"- accepted, ast.parse rejects: {x}" for x in part["false_acceptances"]]
+    if "syncode" in results:
+        out += _syncode_markdown(results["syncode"])
     return "\n".join(out).rstrip() + "\n"
+
+
+def syncode(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """The SynCode arm (:mod:`bench.syncode_peer`), or why it is skipped."""
+    from transformers import AutoTokenizer
+
+    from bench.syncode_peer import MODES, SyncodeMasks, side_by_side, syncode_missing
+
+    if args.syncode_mode not in MODES:
+        raise SystemExit(f"unknown SynCode mode {args.syncode_mode!r}; choose from {MODES}")
+    missing = syncode_missing()
+    if missing is not None:
+        log(f"SynCode arm skipped: {missing}")
+        return {"skipped": missing}
+    tokenizer = AutoTokenizer.from_pretrained(QWEN2_TOKENIZER)
+    vocabulary = Vocabulary.for_tokenizer(tokenizer)
+    eos = [] if vocabulary.eos_token_id is None else [vocabulary.eos_token_id]
+    streams = [
+        tokenizer.encode(edit.after, add_special_tokens=False) + eos
+        for edit in load_edits("heval-python")[: args.syncode_files]
+    ]
+    began = time.perf_counter()
+    peer = SyncodeMasks(tokenizer, args.syncode_mode)
+    ready_s = time.perf_counter() - began
+    log(f"  SynCode {args.syncode_mode}: mask store ready in {ready_s:.1f} s")
+    part = side_by_side(vocabulary, streams, peer, args.syncode_samples, args.syncode_examples, log)
+    return {"mode": args.syncode_mode, "syncode_setup_s": ready_s, **part}
+
+
+def _syncode_markdown(part: dict[str, Any]) -> list[str]:
+    if "skipped" in part:
+        return [f"**SynCode side by side**: skipped ({part['skipped']}).", ""]
+    ours, theirs, gold, sets = part["ours"], part["syncode"], part["gold"], part["sets"]
+    prefixes = max(1, sets["prefixes"])
+    out = [
+        f"**SynCode side by side** (SynCode {part['mode']}, its own Python grammar, indentation "
+        f"on; {part['files']} after-files of HEvalFix-Py, {part['tokens']} prefixes; thread CPU "
+        f"time in one process, one thread; SynCode's mask store ready in "
+        f"{part['syncode_setup_s']:.1f} s):",
+        "",
+        "| engine | work per token | p50 µs | p99 µs |",
+        "| --- | --- | ---: | ---: |",
+        f"| ours | fill the bitmask | {ours['fill_p50_us']:.1f} | {ours['fill_p99_us']:.1f} |",
+        f"| ours | fill + accept the token | {ours['fill_accept_p50_us']:.1f} | "
+        f"{ours['fill_accept_p99_us']:.1f} |",
+        f"| ours, second pass | fill, every mask built | {ours['warm_fill_p50_us']:.1f} | "
+        f"{ours['warm_fill_p99_us']:.1f} |",
+        f"| SynCode | decode, parse, look the mask up | {theirs['mask_p50_us']:.1f} | "
+        f"{theirs['mask_p99_us']:.1f} |",
+        "",
+        f"- gold next token allowed by both {gold['both']}, only ours {gold['ours_only']}, only "
+        f"SynCode {gold['syncode_only']}, neither {gold['neither']}; SynCode's parser failed "
+        f"(step left unconstrained) {theirs['unconstrained_steps']} times",
+        f"- allowed sets at {sets['prefixes']} sampled prefixes: on average ours "
+        f"{sets['ours_allowed'] / prefixes:.0f} tokens, SynCode "
+        f"{sets['syncode_allowed'] / prefixes:.0f}; allowed by ours only "
+        f"{sets['only_ours'] / prefixes:.0f}, by SynCode only {sets['only_syncode'] / prefixes:.0f}",
+    ]
+    for example in gold["examples"]:
+        out.append(
+            f"- gold token {example['token']} after …{example['tail']!r}: ours "
+            f"{'allows' if example['ours'] else 'refuses'}, SynCode "
+            f"{'allows' if example['syncode'] else 'refuses'}"
+        )
+    for example in sets["examples"]:
+        verdict = (
+            f"ast.parse accepts it completed by {example['witness']!r}"
+            if example["witness"] is not None
+            else "no completion found (short search)"
+        )
+        out.append(
+            f"- only {example['allowed_by']} allows {example['token']} after "
+            f"…{example['tail']!r}: {verdict}"
+        )
+    out.append("")
+    return out
 
 
 def _documents(args: argparse.Namespace, edits: list[EditExample]) -> Iterator[Document]:
@@ -518,6 +601,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guarantee", action="store_true", help="sampled edits that parse")
     parser.add_argument("--cost", action="store_true", help="mask time and forwards")
     parser.add_argument("--stdlib", action="store_true", help="the standard library check")
+    parser.add_argument("--syncode", action="store_true", help="SynCode side by side")
+    parser.add_argument("--syncode-mode", default="grammar_mask", help="or grammar_strict")
+    parser.add_argument("--syncode-files", type=int, default=20, help="after-files to read")
+    parser.add_argument("--syncode-samples", type=int, default=3, help="set comparisons a file")
+    parser.add_argument("--syncode-examples", type=int, default=6, help="examples listed")
     parser.add_argument("--model", default="tiny", help="architecture (random init) or folder")
     parser.add_argument("--languages", default="python,json", help=f"of {','.join(LANGUAGES)}")
     parser.add_argument("--edits", type=int, default=50, help="documents per language")
@@ -530,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-md", type=Path)
     parser.add_argument("--out-json", type=Path)
     args = parser.parse_args(argv)
-    everything = not (args.guarantee or args.cost or args.stdlib)
+    everything = not (args.guarantee or args.cost or args.stdlib or args.syncode)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     results: dict[str, Any] = {"machine": machine(), "model": args.model}
     if everything or args.guarantee or args.cost:
@@ -555,6 +643,8 @@ def main(argv: list[str] | None = None) -> int:
             log("  cost done")
     if everything or args.stdlib:
         results["stdlib"] = stdlib(args.stdlib_limit)
+    if args.syncode:
+        results["syncode"] = syncode(args, log)
     table = markdown(results)
     print(table)
     if args.out_md:

@@ -3,7 +3,7 @@
 ``rule: alt | alt`` (indented lines starting with ``|`` continue a rule); UPPERCASE names
 are token kinds, ``'x'`` keywords and operators, ``"x"`` soft keywords; ``x?``, ``x*``,
 ``x+``, ``( ... )`` and the gather ``s.x+`` (``x (s x)*``). Every alternative of a line that
-ends in ``@M.N`` exists from Python M.N on.
+ends in ``@M.N`` exists from Python M.N on; one that ends in ``@<M.N`` only before it.
 
 The result is a plain context-free grammar: optional parts are expanded in place (both
 readings become productions), repetition becomes left-recursive helper rules, rules the
@@ -21,7 +21,7 @@ _TOKEN = re.compile(
     |(?P<op>[()|?*+.]))""",
     re.VERBOSE,
 )
-_VERSION = re.compile(r"@(\d+)\.(\d+)\s*$")
+_VERSION = re.compile(r"@(<?)(\d+)\.(\d+)\s*$")
 
 
 class GrammarTextError(ValueError):
@@ -80,8 +80,10 @@ def read_grammar(text: str, version: tuple[int, int]) -> Cfg:
             if current not in rules:
                 rules[current] = []
                 order.append(current)
-        if since and (int(since.group(1)), int(since.group(2))) > version:
-            continue
+        if since:
+            bound = (int(since[2]), int(since[3]))
+            if (version < bound) != (since[1] == "<"):
+                continue
         alternatives = _Parser(body, number).alternatives()
         rules[current].extend(alternatives)
     return _expand(order[0], rules)

@@ -303,3 +303,23 @@ def spec_lexer(quote: str, triple: bool) -> Dfa:
     rules = _literal_rules(quote, triple, plus(any_byte_except(forbidden)))
     rules.append(("FCLOSE", text("}")))
     return build_dfa(rules)
+
+
+@cache
+def legacy_spec_lexer(quote: str, triple: bool, raw: bool) -> Dfa:
+    """The automaton for a format spec before Python 3.12, where a spec was read as the
+    literal text of a nested f-string: escapes as in the f-string (raw or not), no doubled
+    braces (``{`` always opens a field, ``}`` always closes the spec)."""
+    forbidden = bytes([_NUL]) + quote.encode() + b"\\{}"
+    if not triple:
+        forbidden += _NEWLINE_BYTES
+    plain = any_byte_except(forbidden)
+    pair = _raw_pair(b"{}") if raw else _escape("str", b"{}")
+    middle = alt(seq(plus(alt(plain, pair)), opt(text("\\"))), text("\\"))
+    q = text(quote)
+    rules = [("FMID", middle), ("FOPEN", text("{")), ("FCLOSE", text("}"))]
+    if triple:
+        rules += [("FMID", q), ("FMID", seq(q, q)), ("FEND", seq(q, q, q))]
+    else:
+        rules.append(("FEND", q))
+    return build_dfa(rules)

@@ -1,8 +1,10 @@
 """The Python lexer: maximal-munch automata (:mod:`python_lexemes`) plus a mode stack for
 f-strings, tokenised as PEP 701 describes.
 
-A lexer *context* is ``(modes, state)``: the mode stack and the state of the automaton that
-its top selects, interned as one int. Modes (innermost last):
+A lexer *context* is ``(modes, state, run)``: the mode stack, the state of the automaton
+that its top selects and (before Python 3.12 only) how many quote characters closing an
+enclosing triple-quoted f-string were just read, interned as one int. Modes (innermost
+last):
 
 * none — ordinary code;
 * ``("f", quote, triple, raw)`` — the literal text of an f-string;
@@ -10,6 +12,10 @@ its top selects, interned as one int. Modes (innermost last):
   ``depth`` brackets open inside it, ``level`` format specs around it, ``converted`` right
   after a ``!r`` conversion;
 * ``("s", quote, triple, raw, level)`` — a format spec.
+
+Before Python 3.12 an f-string was first read as one plain string token, and the text of a
+replacement field was then checked and parsed apart (PEP 498): the modes stay the same, and
+the bytes the old reading refuses are refused on top (:meth:`PythonLexer.forbidden`).
 
 Reading bytes yields *events* for the layer above (:mod:`python_layout`): a token group
 read at the top level (``group``), the same inside an f-string (``group + groups``, which
@@ -32,6 +38,7 @@ from cad.grammar.syntax.python_lexemes import (
     code_lexer,
     fstart_label,
     fstring_lexer,
+    legacy_spec_lexer,
     spec_lexer,
 )
 
@@ -148,8 +155,15 @@ class PythonLexer:
             (quote[0], triple): _Automaton.of(spec_lexer(quote[0], triple))
             for quote, triple in QUOTE_KINDS
         }
-        self.contexts: list[tuple[Modes, int]] = []
-        self._context_ids: dict[tuple[Modes, int], int] = {}
+        self.legacy_specs = {
+            (quote[0], triple, raw): _Automaton.of(legacy_spec_lexer(quote[0], triple, raw))
+            for quote, triple in QUOTE_KINDS
+            for raw in (False, True)
+            if not self.pep701
+        }
+        self._legacy_cache: dict[Modes, _LegacyRule] = {}
+        self.contexts: list[tuple[Modes, int, int]] = []
+        self._context_ids: dict[tuple[Modes, int, int], int] = {}
         self._completions: dict[int, frozenset[tuple[int, ...]]] = {}
         self.initial = self.context((), 0)
         self._code_actions = self._label_actions()
@@ -167,9 +181,9 @@ class PythonLexer:
         self._colon_group = groups.by_label[":"]
         self._close_brace = groups.by_label["}"]
 
-    def context(self, modes: Modes, state: int) -> int:
-        """The id of lexer context ``(modes, state)``."""
-        key = (modes, state)
+    def context(self, modes: Modes, state: int, run: int = 0) -> int:
+        """The id of lexer context ``(modes, state, run)``."""
+        key = (modes, state, run)
         found = self._context_ids.get(key)
         if found is None:
             found = self._context_ids[key] = len(self.contexts)
@@ -183,6 +197,8 @@ class PythonLexer:
         top = modes[-1]
         if top[0] == "f":
             return self.fstrings[top[1:4]]
+        if not self.pep701:
+            return self.legacy_specs[top[1:4]]
         return self.specs[top[1:3]]
 
     def _label_actions(self) -> list[int | None]:
@@ -194,15 +210,18 @@ class PythonLexer:
     def lex(self, context: int, data: bytes) -> tuple[list[int], int] | None:
         """Read ``data`` from ``context``: the events of every lexeme completed on the way
         and the context after it, or None if the bytes cannot be Python."""
-        modes, state = self.contexts[context]
+        modes, state, run = self.contexts[context]
         automaton = self.automaton(modes)
         events: list[int] = []
+        legacy = not self.pep701
         for byte in data:
-            if modes and not self.pep701 and byte in self.forbidden(modes):
-                return None
             if state:
                 following = automaton.rows[state][byte]
                 if following != DEAD:
+                    if legacy and modes:
+                        run = self._legacy_step(modes, byte, run, False)
+                        if run < 0:
+                            return None
                     state = following
                     if automaton.final[state]:
                         done = self._emit(modes, automaton, automaton.accept[state], events)
@@ -216,18 +235,22 @@ class PythonLexer:
                     return None
                 modes = done
                 automaton = self.automaton(modes)
+            if legacy:
+                run = self._legacy_step(modes, byte, run, True) if modes else 0
+                if run < 0:
+                    return None
             started = self._start(modes, automaton, byte, events)
             if started is None:
                 return None
             modes, automaton, state = started
-        return events, self.context(modes, state)
+        return events, self.context(modes, state, run)
 
     def completions(self, context: int) -> frozenset[tuple[int, ...]]:
         """What the lexeme pending in ``context`` may still become: the event tuples of
         every lexeme it can complete into (empty when nothing is pending)."""
         found = self._completions.get(context)
         if found is None:
-            modes, state = self.contexts[context]
+            modes, state, _ = self.contexts[context]
             if state == 0:
                 found = frozenset({()})
             else:
@@ -244,7 +267,7 @@ class PythonLexer:
     def finish(self, context: int) -> list[int] | None:
         """The events of the lexeme pending at the end of the input (None: the input cannot
         end here, e.g. inside a string or an f-string)."""
-        modes, state = self.contexts[context]
+        modes, state, _ = self.contexts[context]
         events: list[int] = []
         if state != 0:
             automaton = self.automaton(modes)
@@ -358,20 +381,61 @@ class PythonLexer:
         return modes
 
     def forbidden(self, modes: Modes) -> frozenset[int]:
-        """Bytes that cannot appear in ``modes`` before Python 3.12, where an f-string was
-        first read as a plain string: the quote of any f-string around (not the innermost
-        literal's own, which its automaton handles), and inside a replacement field a
-        backslash, a comment, and a line break within a single-quoted f-string."""
+        """Bytes that may be refused in ``modes`` before Python 3.12 (see
+        :meth:`_legacy_rule`; a superset: whether such a byte is refused also depends on
+        where it falls, which :meth:`lex` decides)."""
         if self.pep701 or not modes:
             return frozenset()
-        found = self._forbidden_cache.get(modes)
+        return self._legacy_rule(modes).care
+
+    def _legacy_rule(self, modes: Modes) -> _LegacyRule:
+        """What the pre-3.12 reading refuses in ``modes``. An f-string was one string token,
+        so inside the replacement field of an *enclosing* f-string (one with an expression
+        mode above it) its closing quote cannot appear: the quote character if it is
+        single-quoted (then no line break either), three of them in a row if it is
+        triple-quoted. The text of a field could hold no backslash, even inside a string,
+        and no ``#`` outside a string. The innermost literal's own quotes are its
+        automaton's business."""
+        found = self._legacy_cache.get(modes)
         if found is None:
-            literals = [mode for mode in modes if mode[0] in ("f", "s")]
-            innermost = modes[-1] if modes[-1][0] in ("f", "s") else None
-            banned = {ord(m[1]) for m in literals if m is not innermost}
-            if modes[-1][0] == "x":
-                banned.update(b"\\#")
-            if any(not m[2] for m in literals):
+            enclosing = [
+                mode
+                for index, mode in enumerate(modes)
+                if mode[0] == "f" and any(inner[0] == "x" for inner in modes[index + 1 :])
+            ]
+            banned = {ord(mode[1]) for mode in enclosing if not mode[2]}
+            if banned:
                 banned.update(b"\r\n")
-            found = self._forbidden_cache[modes] = frozenset(banned)
+            if enclosing:
+                banned.add(ord("\\"))
+            triples = frozenset(ord(mode[1]) for mode in enclosing if mode[2])
+            comment = modes[-1][0] == "x"
+            care = banned | triples | ({ord("#")} if comment else set())
+            found = _LegacyRule(frozenset(banned), triples, comment, frozenset(care))
+            self._legacy_cache[modes] = found
         return found
+
+    def _legacy_step(self, modes: Modes, byte: int, run: int, starting: bool) -> int:
+        """The quote run after ``byte`` is read in ``modes`` (extending the lexeme in
+        progress, or ``starting`` one) before Python 3.12, or -1 if that reading refuses
+        it. A run is ``quote << 2 | count``: ``count`` (1 or 2) closing quotes of an
+        enclosing triple-quoted f-string just read."""
+        rule = self._legacy_rule(modes)
+        if byte in rule.banned or (starting and rule.comment and byte == 0x23):
+            return -1
+        if byte not in rule.triples:
+            return 0
+        count = (run & 3) + 1 if run >> 2 == byte else 1
+        return -1 if count == 3 else byte << 2 | count
+
+
+@dataclass(frozen=True)
+class _LegacyRule:
+    """Bytes refused in one mode stack before Python 3.12: ``banned`` anywhere, ``triples``
+    three in a row, ``#`` at the start of a lexeme when ``comment``; ``care`` is all of
+    them (tokens holding one are read byte by byte when masks are built)."""
+
+    banned: frozenset[int]
+    triples: frozenset[int]
+    comment: bool
+    care: frozenset[int]

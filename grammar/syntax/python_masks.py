@@ -92,7 +92,7 @@ class PythonMasks:
         self._class_ids: dict[frozenset[tuple[int, ...]], int] = {}
         self._context_class: dict[int, int] = {}
         self._viable: dict[tuple[int, int], bool] = {}
-        self._start: dict[Modes, _Tries] = {}
+        self._start: dict[tuple[Modes, int], _Tries] = {}
         self._line_events: dict[int, frozenset[int]] = {}
         groups = syntax.groups
         self._groups_of_token: dict[int, list[int]] = {}
@@ -107,7 +107,7 @@ class PythonMasks:
         self._comment = groups.layout("COMMENT")
         self._pending: dict[int, _Pending] = {}
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._starts: OrderedDict[tuple[Modes, int], np.ndarray] = OrderedDict()
+        self._starts: OrderedDict[tuple[Modes, int, int], np.ndarray] = OrderedDict()
         self._core = syntax.native
         self._native_classes: list[int] = []
         self._utf8 = self._utf8_masks()
@@ -125,9 +125,9 @@ class PythonMasks:
             self._cache.move_to_end(state)
             return cached
         context, utf8, layout = self.syntax.states[state]
-        modes, lexer_state = self.lexer.contexts[context]
+        modes, lexer_state, run = self.lexer.contexts[context]
         if lexer_state == 0:
-            bits = self._start_mask(modes, layout).copy()
+            bits = self._start_mask(modes, layout, run).copy()
         else:
             bits = self._pending_mask(context, layout)
         bits &= self._utf8[utf8]
@@ -244,15 +244,15 @@ class PythonMasks:
         bits[ids] = True
         return np.packbits(bits, bitorder="little")
 
-    def _start_mask(self, modes: Modes, layout: int) -> np.ndarray:
-        key = (modes, layout)
+    def _start_mask(self, modes: Modes, layout: int, run: int = 0) -> np.ndarray:
+        key = (modes, layout, run)
         cached = self._starts.get(key)
         if cached is not None:
             self._starts.move_to_end(key)
             return cached
-        tries = self._start.get(modes)
+        tries = self._start.get((modes, run))
         if tries is None:
-            tries = self._start[modes] = self._build_start(modes)
+            tries = self._start[modes, run] = self._build_start(modes, run)
         bits = np.zeros(self.width, dtype=np.uint8)
         self._walk(tries, layout, bits)
         self._starts[key] = bits
@@ -270,7 +270,8 @@ class PythonMasks:
             events, modes = table.ending
             following = self.syntax.apply(layout, events)
             if following != DEAD:
-                bits |= self._start_mask(modes, following) & table.breakers
+                run = self.lexer.contexts[context][2]
+                bits |= self._start_mask(modes, following, run) & table.breakers
         self._walk(table.others, layout, bits)
         return bits
 
@@ -306,7 +307,10 @@ class PythonMasks:
             special[0x3A] = True
         return special
 
-    def _build_start(self, modes: Modes) -> _Tries:
+    def _build_start(self, modes: Modes, run: int) -> _Tries:
+        """The start tables of ``modes`` with a quote ``run`` just read (see
+        :meth:`PythonLexer.lex`): tokens without a byte that ``modes`` may refuse are read in
+        lockstep (they end with no run), the others one by one."""
         automaton = self.lexer.automaton(modes)
         table = automaton.dfa.transitions
         accept = automaton.dfa.accept
@@ -393,7 +397,7 @@ class PythonMasks:
             key = (by_id[sequence], context_of(modes, final_state))
             groups.setdefault(key, []).append(members)
         token_bytes = self.tokens.vocabulary.token_bytes
-        start_context = context_of(modes, 0)
+        start_context = context_of(modes, 0, run)
         for row in rows[status == 1].tolist():
             data = token_bytes[int(tokens.token_ids[row])]
             lexed = self.lexer.lex(start_context, data)  # type: ignore[arg-type]
@@ -476,7 +480,7 @@ class PythonMasks:
         return head + self._line_start_events(events[first_newline:])
 
     def _build_pending(self, context: int) -> _Pending:
-        modes, start_state = self.lexer.contexts[context]
+        modes, start_state, _ = self.lexer.contexts[context]
         automaton = self.lexer.automaton(modes)
         table = automaton.dfa.transitions
         final = np.array(automaton.final, dtype=bool)
