@@ -168,11 +168,16 @@ def built_parts(version: tuple[int, int]) -> tuple[Tables, TokenGroups, PythonLe
 
 
 def _fingerprint(version: tuple[int, int]) -> str:
-    """What the built tables depend on: the grammar and every source file of this package,
-    the interpreter's Unicode tables (identifiers) and the Python version modelled."""
+    """What the built tables depend on: the grammar, every source file of this package and
+    the byte-range helpers it builds on, the interpreter's Unicode tables (identifiers) and
+    the Python version modelled."""
+    from cad.grammar import program_states
+    from cad.grammar.cfg import utf8_ranges
+
     digest = hashlib.sha256(repr((version, unicodedata.unidata_version, sys.version)).encode())
     package = Path(__file__).parent
-    for path in sorted([*package.glob("*.py"), package / "python.cfg"]):
+    helpers = [Path(module.__file__ or "") for module in (program_states, utf8_ranges)]
+    for path in [*sorted([*package.glob("*.py"), package / "python.cfg"]), *helpers]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
