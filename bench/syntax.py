@@ -235,6 +235,13 @@ def sample(
     )  # fmt: skip
 
 
+def independent_seed(document: int, seed: int) -> int:
+    """The sampling seed of run ``seed`` on the ``document``-th document: distinct for every
+    pair, since a random model's samples hardly depend on the document, so a seed shared by
+    every document would make all their runs one draw."""
+    return seed * 1_000_003 + document
+
+
 def guarantee(
     loaded: LoadedModel,
     documents: list[Document],
@@ -246,7 +253,7 @@ def guarantee(
     the tallies per arm, and the documents the constraint could not hold."""
     tallies: dict[tuple[str, str, bool], Tally] = {}
     refused: list[str] = []
-    for document in documents:
+    for position, document in enumerate(documents):
         try:
             constraint = constraint_for(loaded, document)
         except (SyntaxMismatch, GrammarError, ValueError) as exc:
@@ -259,8 +266,8 @@ def guarantee(
                     name = f"{document.id}/seed{seed}"
                     try:
                         result = sample(
-                            loaded, document, mode, constraint if held else None, seed,
-                            max_new_tokens,
+                            loaded, document, mode, constraint if held else None,
+                            independent_seed(position, seed), max_new_tokens,
                         )  # fmt: skip
                     except Exception as exc:
                         log(f"  {document.language} {mode} held={held} {name}: {exc!r}")

@@ -56,3 +56,10 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 0.5) in (50.0, 51.0)
     assert percentile(values, 0.99) == 99.0
     assert percentile([], 0.5) == 0.0
+
+
+def test_every_document_and_seed_samples_with_its_own_seed() -> None:
+    from bench.syntax import independent_seed
+
+    seeds = {independent_seed(document, seed) for document in range(500) for seed in range(5)}
+    assert len(seeds) == 2500
