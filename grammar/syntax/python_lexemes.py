@@ -278,18 +278,22 @@ def _literal_rules(quote: str, triple: bool, middle: Pattern) -> list[tuple[str,
     return rules
 
 
-@cache
-def fstring_lexer(quote: str, triple: bool, raw: bool) -> Dfa:
-    """The automaton for the literal text of an f-string opened with ``quote`` (one
-    character), triple-quoted or not, raw or not."""
+def _literal_text(quote: str, triple: bool, raw: bool) -> Pattern:
+    """A run of f-string literal text (escapes as in a string, raw or not, braces excluded);
+    a backslash right before a brace stays a literal backslash and the brace keeps its role."""
     forbidden = bytes([_NUL]) + quote.encode() + b"\\{}"
     if not triple:
         forbidden += _NEWLINE_BYTES
     plain = any_byte_except(forbidden)
     pair = _raw_pair(b"{}") if raw else _escape("str", b"{}")
-    # a backslash right before a brace stays a literal backslash; the brace keeps its role
-    middle = alt(seq(plus(alt(plain, pair)), opt(text("\\"))), text("\\"))
-    rules = _literal_rules(quote, triple, middle)
+    return alt(seq(plus(alt(plain, pair)), opt(text("\\"))), text("\\"))
+
+
+@cache
+def fstring_lexer(quote: str, triple: bool, raw: bool) -> Dfa:
+    """The automaton for the literal text of an f-string opened with ``quote`` (one
+    character), triple-quoted or not, raw or not."""
+    rules = _literal_rules(quote, triple, _literal_text(quote, triple, raw))
     rules += [("FMID", text("}}")), ("FLONE", text("}"))]
     return build_dfa(rules)
 
@@ -310,12 +314,7 @@ def legacy_spec_lexer(quote: str, triple: bool, raw: bool) -> Dfa:
     """The automaton for a format spec before Python 3.12, where a spec was read as the
     literal text of a nested f-string: escapes as in the f-string (raw or not), no doubled
     braces (``{`` always opens a field, ``}`` always closes the spec)."""
-    forbidden = bytes([_NUL]) + quote.encode() + b"\\{}"
-    if not triple:
-        forbidden += _NEWLINE_BYTES
-    plain = any_byte_except(forbidden)
-    pair = _raw_pair(b"{}") if raw else _escape("str", b"{}")
-    middle = alt(seq(plus(alt(plain, pair)), opt(text("\\"))), text("\\"))
+    middle = _literal_text(quote, triple, raw)
     q = text(quote)
     rules = [("FMID", middle), ("FOPEN", text("{")), ("FCLOSE", text("}"))]
     if triple:

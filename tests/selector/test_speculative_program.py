@@ -234,6 +234,16 @@ def test_the_speculative_rule_under_a_mask_samples_the_masked_distribution() -> 
     torch.testing.assert_close(counts / draws, expected, atol=0.025, rtol=0)
 
 
+def _index_and_encoder(tokenizer):
+    """The program token index of ``tokenizer`` and its plain encoder."""
+    from cad.grammar import ProgramTokenIndex
+
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    return ProgramTokenIndex.for_tokenizer(tokenizer, len(tokenizer)), encode
+
+
 def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> None:
     from cad.grammar import ProgramTokenIndex
     from cad.resolver import CopyLines
