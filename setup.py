@@ -16,15 +16,15 @@ from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 NATIVE_SOURCES = sorted(glob("grammar/native/*.cpp"))
-# CAD_NATIVE_SANITIZE=1 builds with AddressSanitizer and UBSan for the differential tests
-# (run Python with LD_PRELOAD of libasan; see docs/masking.md).
-SANITIZE = os.environ.get("CAD_NATIVE_SANITIZE") == "1"
+# CAD_NATIVE_SANITIZE=1 builds with AddressSanitizer and UBSan for the differential tests,
+# CAD_NATIVE_SANITIZE=thread with ThreadSanitizer for the threaded fills (run Python with
+# LD_PRELOAD of the sanitizer's library; see docs/masking.md).
+SANITIZERS = {"1": "address,undefined", "thread": "thread"}
+SANITIZE = SANITIZERS.get(os.environ.get("CAD_NATIVE_SANITIZE", ""))
 COMPILE_FLAGS = (
-    ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
-    if SANITIZE
-    else ["-O3"]
+    ["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={SANITIZE}"] if SANITIZE else ["-O3"]
 )
-LINK_FLAGS = ["-fsanitize=address,undefined"] if SANITIZE else []
+LINK_FLAGS = [f"-fsanitize={SANITIZE}"] if SANITIZE else []
 
 
 class BuildNative(build_ext):

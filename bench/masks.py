@@ -409,11 +409,34 @@ def index_times(vocabulary: Any, repeats: int = 3) -> dict[str, float]:
     }
 
 
+STATISTICS = ("mask_p50_us", "mask_p90_us", "mask_p99_us", "compile_p50_ms")
+
+
+def over_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary per workload and engine from several runs: the median of each statistic,
+    the p99's range, and the counts (equal in every run)."""
+    combined: dict[str, Any] = {}
+    for workload, per_engine in runs[0].items():
+        combined[workload] = {}
+        for engine, first in per_engine.items():
+            rows = [run[workload][engine] for run in runs]
+            row = dict(first)
+            for key in STATISTICS:
+                row[key] = float(np.median([r[key] for r in rows]))
+            row["mask_p99_us_range"] = [min(r["mask_p99_us"] for r in rows),
+                                        max(r["mask_p99_us"] for r in rows)]  # fmt: skip
+            row["runs"] = rows
+            combined[workload][engine] = row
+    return combined
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The table of every tokenizer, workload and engine."""
+    runs = results.get("runs", 1)
     lines = [
         f"Machine: {results['machine']}. Masks: µs per token (fill of the packed bitmask); "
-        "compile: ms per grammar.",
+        f"compile: ms per grammar; median of {runs} cold run{'s' if runs > 1 else ''} "
+        "(p99: its range over runs).",
         "",
         "| tokenizer | workload | engine | grammars | masks | mask p50 µs | mask p90 µs | "
         "mask p99 µs | compile p50 ms | compile failures | docs rejected |",
@@ -422,10 +445,12 @@ def markdown(results: dict[str, Any]) -> str:
     for tokenizer, per_workload in results["tokenizers"].items():
         for workload, per_engine in per_workload["workloads"].items():
             for engine, row in per_engine.items():
+                low, high = row.get("mask_p99_us_range", [row["mask_p99_us"]] * 2)
+                spread = f" ({low:.0f}–{high:.0f})" if runs > 1 else ""
                 lines.append(
                     f"| {tokenizer} | {workload} | {engine} | {row['grammars']} | {row['masks']} "
                     f"| {row['mask_p50_us']:.2f} | {row['mask_p90_us']:.2f} | "
-                    f"{row['mask_p99_us']:.2f} | {row['compile_p50_ms']:.2f} | "
+                    f"{row['mask_p99_us']:.2f}{spread} | {row['compile_p50_ms']:.2f} | "
                     f"{row['compile_failures']} | {row['rejected']} of {row['documents']} |"
                 )
     lines.append("")
@@ -499,7 +524,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="write OUT.md, OUT.json and OUT.png")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="repeat everything, each run cold (fresh vocabulary tables); the table gives the "
+        "median of each statistic over runs and the p99's range",
+    )
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     global clock
     clock = CLOCKS[args.clock]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -518,35 +552,40 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "command": " ".join(sys.argv),
         "clock": args.clock,
+        "runs": args.runs,
         "tokenizers": {},
     }
     for tokenizer_name in args.tokenizers.split(","):
         tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / tokenizer_name)
-        vocabulary = Vocabulary.from_tokenizer(tokenizer)
-        eos = vocabulary.eos_token_id
 
         def encode(text: str, tokenizer: Any = tokenizer) -> list[int]:
             return tokenizer.encode(text, add_special_tokens=False)
 
-        runners: list[Runner] = []
-        if "cad" in wanted:
-            runners.append(CadRunner(vocabulary, "native"))
-        if args.reference:
-            runners.append(CadRunner(vocabulary, "python"))
-        if "xgrammar" in wanted:
-            runners.append(XGrammarRunner(tokenizer, vocabulary.size, eos))
-        if "llguidance" in wanted:
-            runners.append(LlguidanceRunner(tokenizer, vocabulary.size, eos))
-        per_workload: dict[str, Any] = {}
-        for workload, items in loads.items():
-            rows = bench_grammars(runners, items, encode, eos)
-            per_workload[workload] = {name: row.summary() for name, row in rows.items()}
-            print(f"{tokenizer_name} {workload}: done", file=sys.stderr, flush=True)
-        streams = program_streams(args.edits, args.program_edits, encode)
-        rows = bench_program(vocabulary, streams, eos, args.reference)
-        per_workload["Program FSM"] = {name: row.summary() for name, row in rows.items()}
+        runs: list[dict[str, Any]] = []
+        for run in range(args.runs):
+            vocabulary = Vocabulary.from_tokenizer(tokenizer)
+            eos = vocabulary.eos_token_id
+            runners: list[Runner] = []
+            if "cad" in wanted:
+                runners.append(CadRunner(vocabulary, "native"))
+            if args.reference:
+                runners.append(CadRunner(vocabulary, "python"))
+            if "xgrammar" in wanted:
+                runners.append(XGrammarRunner(tokenizer, vocabulary.size, eos))
+            if "llguidance" in wanted:
+                runners.append(LlguidanceRunner(tokenizer, vocabulary.size, eos))
+            per_workload: dict[str, Any] = {}
+            for workload, items in loads.items():
+                rows = bench_grammars(runners, items, encode, eos)
+                per_workload[workload] = {name: row.summary() for name, row in rows.items()}
+                print(f"{tokenizer_name} run {run + 1} {workload}: done", file=sys.stderr,
+                      flush=True)  # fmt: skip
+            streams = program_streams(args.edits, args.program_edits, encode)
+            rows = bench_program(vocabulary, streams, eos, args.reference)
+            per_workload["Program FSM"] = {name: row.summary() for name, row in rows.items()}
+            runs.append(per_workload)
         results["tokenizers"][tokenizer_name] = {
-            "workloads": per_workload,
+            "workloads": over_runs(runs),
             "program_index": index_times(vocabulary),
         }
     table = markdown(results)

@@ -16,9 +16,9 @@ tests check the counts equal those of real decoding): minutes for hundreds of ed
 
 ``--split test`` keeps the edits that ``cad calibrate --holdout`` leaves out, so the shipped
 draft configuration is measured on edits it was not calibrated on. ``--configs`` lists the
-draft configurations to run: ``default`` (the shipped one) and/or JSON files from
-``cad calibrate``, each a rewrite row of its own; the first one's budget is the equal budget
-given to prompt lookup and to program mode.
+draft configurations to run: ``default`` (the shipped accelerator one), ``cpu`` (the shipped
+CPU one) and/or JSON files from ``cad calibrate``, each a rewrite row of its own; the first
+one's budget is the equal budget given to prompt lookup and to program mode.
 """
 
 from __future__ import annotations
@@ -67,23 +67,29 @@ class Outcome:
 Method = Callable[[EditExample], Outcome]
 
 
+SHIPPED = {"default": "cuda", "cpu": "cpu"}
+"""Names of the shipped draft configurations: the accelerator one and the CPU one."""
+
+
 def load_configs(names: list[str]) -> dict[str, DraftConfig]:
-    """``default`` is the shipped draft configuration; anything else a JSON file, named by
-    its stem."""
-    return {
-        name if name == "default" else Path(name).stem: load_draft_config(
-            None if name == "default" else name
-        )
-        for name in names
-    }
+    """``default`` is the shipped accelerator configuration, ``cpu`` the shipped CPU one;
+    anything else a JSON file, named by its stem."""
+    configs = {}
+    for name in names:
+        if name in SHIPPED:
+            configs[name] = load_draft_config(device=SHIPPED[name])
+        else:
+            configs[Path(name).stem] = load_draft_config(name)
+    return configs
 
 
-def method_names(configs: dict[str, DraftConfig]) -> list[str]:
-    """The measured methods, in table order."""
+def method_names(configs: dict[str, DraftConfig], replaying: bool = False) -> list[str]:
+    """The measured methods, in table order (``replaying``: with the perfect-draft bound)."""
     return [
         "ar",
         "pld",
         "pld-budget",
+        *(["perfect-draft"] if replaying else []),
         *(f"rewrite:{name}" for name in configs),
         "program-sequential",
         "program",
@@ -160,6 +166,14 @@ def model_methods(
     return table
 
 
+def perfect_draft_forwards(tokens: int, budget: int) -> int:
+    """Forwards after the prompt's for a drafter that always drafts the gold continuation:
+    every forward accepts ``budget`` drafted tokens plus the model's own next one, and the
+    prompt's forward verifies a draft too (rewrite mode's count). No drafter at this budget,
+    from any source, needs fewer: the lower bound of rewrite mode's forwards."""
+    return max(0, -(-(tokens - budget) // (budget + 1)))
+
+
 def replay_methods(
     tokenizer, configs: dict[str, DraftConfig], programs: Programs, index: ProgramTokenIndex
 ) -> dict[str, Method]:
@@ -167,6 +181,7 @@ def replay_methods(
     from cad.training.calibrate import replay
 
     first = next(iter(configs.values()))
+    budget = first.budget
     stop = tokenizer.eos_token_id
     encode = programs.encode
 
@@ -185,7 +200,7 @@ def replay_methods(
             encode,
             example.before,
             chosen,
-            budget=0 if name == "program-sequential" else first.budget,
+            budget=0 if name == "program-sequential" else budget,
             prior=first.program,
             prompt_tokens=len(prompt),
         )
@@ -194,7 +209,8 @@ def replay_methods(
     table: dict[str, Method] = {
         "ar": lambda e: Outcome(len(encode(e.after))),
         "pld": lambda e: pld(e, PLD_DRAFT),
-        "pld-budget": lambda e: pld(e, first.budget),
+        "pld-budget": lambda e: pld(e, budget),
+        "perfect-draft": lambda e: Outcome(perfect_draft_forwards(len(encode(e.after)), budget)),
     }
     for name, config in configs.items():
 
@@ -237,7 +253,7 @@ def summarise(rows: list[dict], names: list[str], timed: bool) -> dict:
         out[name] = {"forwards": spread([float(r[name]["forwards"]) for r in rows])}
         if timed:
             out[name]["wall_s"] = spread([r[name]["wall_s"] for r in rows])
-        if name not in ("ar", "pld", "pld-budget"):
+        if name not in ("ar", "pld", "pld-budget", "perfect-draft"):
             out[name]["pld_budget_over_method_forwards"] = _ratio(rows, "pld-budget", name,
                                                                   "forwards")  # fmt: skip
             if timed:
@@ -262,6 +278,7 @@ def _label(name: str, configs: dict[str, DraftConfig]) -> str:
         "ar": "AR regeneration",
         "pld": f"prompt lookup ({PLD_DRAFT} draft tokens)",
         "pld-budget": f"prompt lookup ({budget} draft tokens, equal budget)",
+        "perfect-draft": f"any drafter at budget {budget}, drafts always right (lower bound)",
         "program-sequential": "program mode, oracle program, one decision per forward",
         "program": f"program mode, oracle program, speculative (budget {budget})",
         "program-subline": f"program mode, sub-line oracle, speculative (budget {budget})",
@@ -276,6 +293,7 @@ def _short_label(name: str) -> str:
         "ar": "AR",
         "pld": "prompt\nlookup",
         "pld-budget": "prompt\nlookup B",
+        "perfect-draft": "perfect\ndrafts",
         "program-sequential": "program\n1/fwd",
         "program": "program\nspec.",
         "program-subline": "program\nsub-line",
@@ -371,7 +389,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=0,
                         help="skip edits longer than N tokens before or after (0 = none)")  # fmt: skip
     parser.add_argument(
-        "--configs", default="default", help="comma-separated: default and/or config files"
+        "--configs",
+        default="default",
+        help="comma-separated: default (the shipped accelerator configuration), cpu (the "
+        "shipped CPU one) and/or config files",
     )
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
@@ -404,7 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         table = model_methods(loaded, configs, programs)
         measure(table, examples[0], 0, loaded)
-    names = method_names(configs)
+    names = method_names(configs, replaying=loaded is None)
     rows = []
     for i, example in enumerate(examples, 1):
         tokens = len(tokenizer.encode(example.after))

@@ -144,12 +144,8 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> 
 
 class NativeMaskFill:
     """The mask side of a :class:`cad.grammar.Matcher` whose native base class writes the
-    rows itself (``fill_row``, ``fill_bools`` and ``vocab_size`` come from that base)."""
-
-    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        """Write the allowed tokens into ``bitmask[row]`` (packed; end-of-sequence where the
-        language may end)."""
-        self.fill_row(*row_address(bitmask, row))  # type: ignore[attr-defined]
+    rows itself (``fill_next_token_bitmask``, ``fill_bools`` and ``vocab_size`` come from that
+    base; the first fill into a row checks it with :func:`row_address`)."""
 
     def allowed_tokens(self) -> torch.Tensor:
         """A fresh ``(vocab_size,)`` bool tensor of the tokens allowed next (derived from the

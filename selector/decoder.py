@@ -101,7 +101,7 @@ class Decoder:
         self.max_new_tokens = max_new_tokens
         self.subline = subline
         self.sampling = sampling or Sampling()
-        config = config or load_draft_config()
+        config = config or load_draft_config(device=loaded.device)
         self.budget = config.budget if draft_budget is None else draft_budget
         if self.budget < 0:
             raise ValueError("the draft budget cannot be negative")

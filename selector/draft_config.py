@@ -2,9 +2,12 @@
 many nodes to verify per forward, and the calibrated acceptance rate of each source at each
 depth.
 
-A configuration is plain JSON (``cad calibrate`` writes one); the package ships a default,
-``selector/draft_config.json``, calibrated on HumanEvalPack-Fix and release-diff edits with
-the target forced.
+A configuration is plain JSON (``cad calibrate`` writes one); the package ships two defaults,
+calibrated on HumanEvalPack-Fix and release-diff edits with the target forced:
+``selector/draft_config.json`` for accelerators, where a forward of 96 tokens costs about
+what a forward of one does, so every forward drafts its whole budget; and
+``selector/draft_config_cpu.json`` for CPUs, where a forward's cost grows with the tokens it
+verifies, so unlikely drafted nodes (reach below 0.1) are left out.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import torch
+
 DEFAULT_CONFIG = "draft_config.json"
+CPU_CONFIG = "draft_config_cpu.json"
 SOURCE_KINDS = ("aligned", "ngram", "output", "topk")
 STATES = ("copying", "editing")
 OP_KINDS = ("copy", "gen", "end")
@@ -256,11 +262,16 @@ class DraftConfig:
             raise DraftConfigError(f"ill-typed value ({exc})") from None
 
 
-def load_draft_config(path: str | Path | None = None) -> DraftConfig:
-    """Read a configuration from ``path``, or the calibrated default shipped in the package;
-    a file that cannot be read or parsed raises ``DraftConfigError`` naming it."""
+def load_draft_config(
+    path: str | Path | None = None, *, device: torch.device | str | None = None
+) -> DraftConfig:
+    """Read a configuration from ``path``, or the calibrated default shipped in the package
+    for ``device`` (the CPU one on a CPU, else the accelerator one); a file that cannot be
+    read or parsed raises ``DraftConfigError`` naming it."""
     if path is None:
-        text = resources.files("cad.selector").joinpath(DEFAULT_CONFIG).read_text(encoding="utf-8")
+        on_cpu = device is not None and torch.device(device).type == "cpu"
+        name = CPU_CONFIG if on_cpu else DEFAULT_CONFIG
+        text = resources.files("cad.selector").joinpath(name).read_text(encoding="utf-8")
         return DraftConfig.from_json(text)
     try:
         text = Path(path).read_text(encoding="utf-8")

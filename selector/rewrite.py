@@ -352,9 +352,12 @@ def _line_range(document: Document, lines: tuple[int, int] | None) -> tuple[str,
     return "".join(parts[: first - 1]), "".join(parts[first - 1 : last]), "".join(parts[last:])
 
 
-def _with_budget(config: DraftConfig | None, draft_budget: int | None) -> DraftConfig:
-    """``config`` or the shipped default, its budget replaced by ``draft_budget`` if given."""
-    config = config or load_draft_config()
+def _with_budget(
+    config: DraftConfig | None, draft_budget: int | None, device: torch.device
+) -> DraftConfig:
+    """``config`` or the shipped default for ``device``, its budget replaced by
+    ``draft_budget`` if given."""
+    config = config or load_draft_config(device=device)
     return config if draft_budget is None else replace(config, budget=draft_budget)
 
 
@@ -373,14 +376,14 @@ def rewrite(
     syntax: SyntaxConstraint | None = None,
 ) -> DecodeResult:
     """Let the model rewrite ``document`` as ``instruction`` asks, speculating from the
-    document with the calibrated draft graph (``config``, default: the shipped one;
-    ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)`` the model
-    rewrites only those lines (drafts come from them) and the result is the whole document
-    with them replaced. The reply is extracted exactly, a surrounding code fence removed; a
-    spent budget marks the result ``truncated``. ``syntax`` (built for the rewritten region)
+    document with the calibrated draft graph (``config``, default: the shipped one for the
+    model's device; ``draft_budget`` overrides its nodes per forward). With ``lines=(i, j)``
+    the model rewrites only those lines (drafts come from them) and the result is the whole
+    document with them replaced. The reply is extracted exactly, a surrounding code fence
+    removed; a spent budget marks the result ``truncated``. ``syntax`` (built for the rewritten region)
     keeps the new text a prefix of a file of its language that ends only where the whole
     file parses."""
-    config = _with_budget(config, draft_budget)
+    config = _with_budget(config, draft_budget, loaded.device)
     tokenizer = loaded.tokenizer
     shown = Document(document)
     head, part, tail = _line_range(shown, lines)
@@ -417,7 +420,7 @@ def rewrite_forced(
     force it): every forward still runs, so forwards and wall-clock are real, and acceptance
     can be measured without trained weights. ``syntax`` cuts the drafts as in
     :func:`rewrite` (the target itself must parse)."""
-    config = _with_budget(config, draft_budget)
+    config = _with_budget(config, draft_budget, loaded.device)
     tokenizer = loaded.tokenizer
     target_ids = tokenizer.encode(target, add_special_tokens=False)
     output, stats = speculate(

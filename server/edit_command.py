@@ -412,7 +412,11 @@ def cmd_edit(
     ] = EditMode.auto,
     lines: Annotated[str | None, typer.Option(help="Rewrite mode: rewrite only lines I-J.")] = None,
     draft_config: Annotated[
-        Path | None, typer.Option(help="Rewrite mode: draft-graph config from cad calibrate.")
+        Path | None,
+        typer.Option(
+            help="Rewrite mode: draft-graph config from cad calibrate "
+            "(default: the shipped one for the model's device)."
+        ),
     ] = None,
     draft_budget: Annotated[
         int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")

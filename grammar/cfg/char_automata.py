@@ -91,6 +91,9 @@ def rx_literal(text: str) -> Rx:
 
 def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
     """Sorted, merged, non-empty ranges."""
+    if isinstance(ranges, (tuple, list)) and len(ranges) == 1:  # most calls: one range
+        low, high = ranges[0]
+        return ((low, high),) if low <= high else ()
     merged: list[list[int]] = []
     for low, high in sorted(r for r in ranges if r[0] <= r[1]):
         if merged and low <= merged[-1][1] + 1:
@@ -115,7 +118,19 @@ def complement(ranges: Ranges) -> Ranges:
 
 def intersect_ranges(left: Ranges, right: Ranges) -> Ranges:
     """Code points in both."""
-    return complement(normalize(complement(left) + complement(right)))
+    first, second = normalize(left), normalize(right)
+    result: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(first) and j < len(second):
+        low = max(first[i][0], second[j][0])
+        high = min(first[i][1], second[j][1])
+        if low <= high:
+            result.append((low, high))
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(result)
 
 
 def subtract_ranges(left: Ranges, right: Ranges) -> Ranges:
@@ -337,21 +352,63 @@ def literal_dfa(strings: Iterable[tuple[str, Hashable]], others: Hashable | None
                 tags.append(set())
             node = following
         tags[node].add(tag)
-    sink = len(children)
-    rows: list[tuple[tuple[int, int, int], ...]] = []
-    for node, edges in enumerate(children):
-        row = [(c, c, t) for c, t in sorted(edges.items())]
-        if others is not None:
-            row += [(lo, hi, sink) for lo, hi in complement(tuple((c, c) for c in edges))]
-            row.sort()
-            if not tags[node]:
-                tags[node].add(others)
-        rows.append(tuple(row))
+    if others is not None:
+        for node_tags in tags:
+            if not node_tags:
+                node_tags.add(others)
     final = [frozenset(t) for t in tags]
     if others is not None:
-        rows.append(((0, MAX_CODE_POINT, sink),))
         final.append(frozenset({others}))
-    return minimize(Dfa(tuple(rows), tuple(final)))
+    if not any(final):
+        return Dfa(((),), (frozenset(),))
+    return _minimal_trie(children, final, others is not None)
+
+
+def _minimal_trie(
+    children: list[dict[int, int]], final: list[frozenset[Hashable]], sink: bool
+) -> Dfa:
+    """What :func:`minimize` gives for a trie (a child always numbered after its parent) whose
+    missing characters reject, or with ``sink`` lead to one state after the trie that takes
+    every string: equal states are merged bottom-up by their tags and children's classes, in
+    time linear in the trie, where partition refinement is quadratic in the alphabet."""
+    count = len(children)
+    classes: dict[tuple[Hashable, ...], int] = {}
+    class_of = [0] * (count + sink)
+    sink_class = -1
+    if sink:
+        sink_class = class_of[count] = classes.setdefault(("sink", final[count]), 0)
+    for node in range(count - 1, -1, -1):
+        edges = tuple((char, class_of[child]) for char, child in sorted(children[node].items()))
+        if sink and final[node] == final[count] and all(c == sink_class for _, c in edges):
+            class_of[node] = sink_class
+        else:
+            class_of[node] = classes.setdefault((final[node], edges), len(classes))
+    representative: dict[int, int] = {}
+    for state in range(count + sink):
+        representative.setdefault(class_of[state], state)
+    order = {class_of[0]: 0}
+    queue = [class_of[0]]
+    transitions: list[tuple[tuple[int, int, int], ...]] = []
+    for block in queue:
+        state = representative[block]
+        if sink and block == sink_class:
+            edges: list[tuple[int, int, int]] = [(0, MAX_CODE_POINT, count)]
+        else:
+            edges = [(char, char, child) for char, child in sorted(children[state].items())]
+            if sink:  # every other code point leads to the sink
+                gaps = complement(tuple((char, char) for char, _, _ in edges))
+                edges = sorted(edges + [(low, high, count) for low, high in gaps])
+        runs: list[list[int]] = []
+        for low, high, target in edges:
+            number = order.setdefault(class_of[target], len(order))
+            if number == len(queue):
+                queue.append(class_of[target])
+            if runs and runs[-1][1] == low - 1 and runs[-1][2] == number:
+                runs[-1][1] = high
+            else:
+                runs.append([low, high, number])
+        transitions.append(tuple((low, high, target) for low, high, target in runs))
+    return Dfa(tuple(transitions), tuple(final[representative[block]] for block in queue))
 
 
 def length_dfa(low: int, high: int | None) -> Dfa:

@@ -8,6 +8,8 @@ The start rule is ``root`` when defined, otherwise the first rule."""
 
 from __future__ import annotations
 
+import re
+
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.syntax_tree import (
     ANY_CHAR,
@@ -24,7 +26,13 @@ from cad.grammar.cfg.syntax_tree import (
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "f": "\f", "v": "\v", "b": "\b"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
-_NAME_CHARS = _NAME_START | set("0123456789-.")
+# White space and comments, one character or comment a step (no backtracking blow-up when a
+# rule-start match fails after a long run of spaces).
+_SPACE = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_RULE_START = re.compile(_NAME.pattern + _SPACE.pattern + "::=")
+# A literal's characters up to its closing quote or an escape.
+_PLAIN_IN_STRING = {quote: re.compile(f"[^{quote}\\\\]*") for quote in "\"'"}
 
 
 def parse_ebnf(text: str) -> RuleSet:
@@ -67,37 +75,21 @@ class _Parser:
         raise GrammarError(f"{message} at line {line}, column {column}")
 
     def _skip_space(self) -> None:
-        while self.pos < len(self.text):
-            char = self.text[self.pos]
-            if char in " \t\r\n":
-                self.pos += 1
-            elif char == "#":
-                end = self.text.find("\n", self.pos)
-                self.pos = len(self.text) if end < 0 else end
-            else:
-                return
+        self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
 
     def _peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
+        return self.text[self.pos : self.pos + 1]
 
     def _name(self) -> str:
-        start = self.pos
-        if self._peek() not in _NAME_START or not self._peek():
+        found = _NAME.match(self.text, self.pos)
+        if found is None:
             self._fail("expected a rule name")
-        while self.pos < len(self.text) and self.text[self.pos] in _NAME_CHARS:
-            self.pos += 1
-        return self.text[start : self.pos]
+            raise AssertionError
+        self.pos = found.end()
+        return found.group()
 
     def _at_rule_start(self) -> bool:
-        save = self.pos
-        try:
-            if self._peek() not in _NAME_START or not self._peek():
-                return False
-            self._name()
-            self._skip_space()
-            return self.text.startswith("::=", self.pos)
-        finally:
-            self.pos = save
+        return _RULE_START.match(self.text, self.pos) is not None
 
     def _choice(self) -> Expr:
         options = [self._sequence()]
@@ -113,7 +105,7 @@ class _Parser:
         while True:
             self._skip_space()
             char = self._peek()
-            if not char or char in "|)" or self._at_rule_start():
+            if not char or char in "|)" or (char in _NAME_START and self._at_rule_start()):
                 break
             parts.append(self._postfix(self._atom()))
         return parts[0] if len(parts) == 1 else Sequence(tuple(parts))
@@ -191,19 +183,19 @@ class _Parser:
 
     def _string(self, quote: str) -> str:
         self.pos += 1
+        plain = _PLAIN_IN_STRING[quote]
         chars: list[str] = []
         while True:
+            end = plain.match(self.text, self.pos).end()  # type: ignore[union-attr]
+            chars.append(self.text[self.pos : end])
+            self.pos = end
             char = self._peek()
             if not char:
                 self._fail("unterminated string literal")
             if char == quote:
                 self.pos += 1
                 return "".join(chars)
-            if char == "\\":
-                chars.append(self._escape())
-            else:
-                chars.append(char)
-                self.pos += 1
+            chars.append(self._escape())
 
     def _class_char(self) -> str:
         char = self._peek()

@@ -100,6 +100,8 @@ class _Lowering:
         self.terminals: list[int] = []
         self.terminal_ids: dict[int, int] = {}
         self.helpers: dict[tuple[object, ...], int] = {}
+        self.char_classes: dict[CharClass, tuple[int, ...]] = {}
+        self.char_class_ids: dict[int, tuple[CharClass, tuple[int, ...]]] = {}
 
     def run(self) -> Grammar:
         for name in list(self.names[: len(self.rule_set.rules)]):
@@ -137,16 +139,21 @@ class _Lowering:
         return self.helpers[key]
 
     def sequence(self, expr: Expr) -> tuple[int, ...]:
-        if isinstance(expr, Literal):
-            return tuple(self.terminal(1 << byte) for byte in expr.text.encode("utf-8"))
-        if isinstance(expr, CharClass):
+        kind = type(expr)  # exact types: the syntax tree's classes are final
+        if kind is Literal:
+            terminal = self.terminal
+            return tuple([terminal(1 << byte) for byte in expr.text.encode("utf-8")])
+        if kind is CharClass:
             return self.char_class(expr)
-        if isinstance(expr, RuleRef):
+        if kind is RuleRef:
             return (self.ids[expr.name],)
-        if isinstance(expr, Sequence):
-            return tuple(symbol for part in expr.parts for symbol in self.sequence(part))
-        if isinstance(expr, Choice):
-            alternatives = tuple(dict.fromkeys(self.sequence(o) for o in expr.options))
+        if kind is Sequence:
+            symbols: list[int] = []
+            for part in expr.parts:
+                symbols += self.sequence(part)
+            return tuple(symbols)
+        if kind is Choice:
+            alternatives = tuple(dict.fromkeys([self.sequence(o) for o in expr.options]))
             if len(alternatives) == 1:
                 return alternatives[0]
             return (self.helper(alternatives, "group"),)
@@ -166,6 +173,18 @@ class _Lowering:
         return body * expr.low + tail
 
     def char_class(self, expr: CharClass) -> tuple[int, ...]:
+        # by identity first: a class object recurs often, and hashing its ranges costs more
+        # (the entry holds the object, so its id cannot be reused while this lowering runs)
+        known = self.char_class_ids.get(id(expr))
+        if known is not None:
+            return known[1]
+        found = self.char_classes.get(expr)
+        if found is None:
+            found = self.char_classes[expr] = self.lower_char_class(expr)
+        self.char_class_ids[id(expr)] = (expr, found)
+        return found
+
+    def lower_char_class(self, expr: CharClass) -> tuple[int, ...]:
         ranges = complement(expr.ranges) if expr.negated else expr.ranges
         single_byte = 0
         alternatives: list[tuple[int, ...]] = []

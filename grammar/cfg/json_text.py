@@ -14,6 +14,7 @@ bytes), and every rule set built from a DFA is deterministic, so the grammars st
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from functools import lru_cache
 
 from cad.grammar.cfg.char_automata import (
     Dfa,
@@ -43,9 +44,11 @@ _PLAIN_ASCII: Ranges = ((0x20, 0x21), (0x23, 0x2E), (0x30, 0x5B), (0x5D, 0x7E))
 """Printable ASCII written only raw: not quote, backslash or solidus (which has ``\\/``)."""
 
 
+@lru_cache(maxsize=4096)
 def encoded_char(ranges: Ranges, *, every_escape: bool = False) -> Expr:
     """The ways to write one character out of ``ranges`` inside a JSON string
-    (``every_escape``: also ``\\uXXXX`` for printable ASCII)."""
+    (``every_escape``: also ``\\uXXXX`` for printable ASCII). Kept per argument: every
+    schema's strings need the same few, and expressions are immutable."""
     ranges = normalize(ranges)
     options: list[Expr] = []
     raw = subtract_ranges(subtract_ranges(ranges, _FORBIDDEN_RAW), _SURROGATES)
@@ -249,9 +252,11 @@ class RuleWriter:
         all_tags = sorted({t for tags in dfa.tags for t in tags}, key=repr)
         reaches = _reachable_tags(dfa, all_tags)
         result: dict[Hashable, Expr] = {}
+        moves = [_by_target(row) for row in dfa.transitions]
         for bit, tag in enumerate(all_tags):
             if reaches[0] >> bit & 1:
-                writer = _TagRules(self, hint, dfa, tag, [m >> bit & 1 == 1 for m in reaches])
+                alive = [m >> bit & 1 == 1 for m in reaches]
+                writer = _TagRules(self, hint, dfa, moves, tag, alive)
                 result[tag] = Sequence((QUOTE, writer.from_state(0)))
         return result
 
@@ -260,20 +265,25 @@ class _TagRules:
     """Right-linear rules for one tag of a key automaton (see ``RuleWriter.dfa_keys``)."""
 
     def __init__(
-        self, writer: RuleWriter, hint: str, dfa: Dfa, tag: Hashable, alive: list[bool]
+        self,
+        writer: RuleWriter,
+        hint: str,
+        dfa: Dfa,
+        moves: list[dict[int, Ranges]],
+        tag: Hashable,
+        alive: list[bool],
     ) -> None:
         self.writer = writer
         self.hint = hint
         self.dfa = dfa
+        self.moves = moves  # per state, the characters leading to each target
         self.tag = tag
         self.alive = alive
         self.names: dict[int, RuleRef] = {}
 
     def ways_on(self, state: int) -> list[tuple[Ranges, int]]:
         return [
-            (ranges, target)
-            for target, ranges in _by_target(self.dfa.transitions[state]).items()
-            if self.alive[target]
+            (ranges, target) for target, ranges in self.moves[state].items() if self.alive[target]
         ]
 
     def from_state(self, state: int) -> Expr:

@@ -16,41 +16,70 @@ from cad.grammar.cfg.grammar_ir import Grammar, terminal_index, terminal_symbol
 
 
 def simplify(grammar: Grammar) -> Grammar:
-    """Apply all transforms until nothing changes; raises GrammarError for an empty language."""
+    """Apply all transforms until nothing changes; raises GrammarError for an empty language.
+    Removing useless rules leaves nothing more to remove, so only dropping empty-only rules
+    can make another round worthwhile."""
     while True:
-        before = (len(grammar.names), len(grammar.productions))
-        grammar = _drop_empty_only_rules(_remove_useless(grammar))
-        if (len(grammar.names), len(grammar.productions)) == before:
+        grammar = _remove_useless(grammar)
+        dropped = _drop_empty_only_rules(grammar)
+        if dropped is grammar:
             return grammar
+        grammar = dropped
+
+
+def _productive(grammar: Grammar) -> list[bool]:
+    """Which nonterminals derive some string: a production fires once all the nonterminals
+    on its right are productive (a worklist, linear in the grammar's size)."""
+    productive = [False] * len(grammar.names)
+    waiting = [0] * len(grammar.productions)  # right-hand nonterminals not yet productive
+    used_in: list[list[int]] = [[] for _ in grammar.names]
+    ready: list[int] = []
+    for index, (_, rhs) in enumerate(grammar.productions):
+        for symbol in rhs:
+            if symbol >= 0:
+                waiting[index] += 1
+                used_in[symbol].append(index)
+        if not waiting[index]:
+            ready.append(index)
+    while ready:
+        lhs = grammar.productions[ready.pop()][0]
+        if productive[lhs]:
+            continue
+        productive[lhs] = True
+        for index in used_in[lhs]:
+            waiting[index] -= 1
+            if not waiting[index]:
+                ready.append(index)
+    return productive
 
 
 def _remove_useless(grammar: Grammar) -> Grammar:
-    productive = [False] * len(grammar.names)
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in grammar.productions:
-            if not productive[lhs] and all(s < 0 or productive[s] for s in rhs):
-                productive[lhs] = changed = True
+    productive = _productive(grammar)
     if not productive[grammar.start]:
         raise GrammarError("the grammar's start rule derives no string")
-    productions = [
-        (lhs, rhs)
-        for lhs, rhs in grammar.productions
-        if productive[lhs] and all(s < 0 or productive[s] for s in rhs)
-    ]
-    by_lhs: dict[int, list[tuple[int, ...]]] = {}
+    productions = grammar.productions
+    if not all(productive):
+        productions = [
+            (lhs, rhs)
+            for lhs, rhs in productions
+            if productive[lhs] and all(s < 0 or productive[s] for s in rhs)
+        ]
+    by_lhs: list[list[tuple[int, ...]]] = [[] for _ in grammar.names]
     for lhs, rhs in productions:
-        by_lhs.setdefault(lhs, []).append(rhs)
-    reachable = {grammar.start}
+        by_lhs[lhs].append(rhs)
+    reachable = [False] * len(grammar.names)
+    reachable[grammar.start] = True
     stack = [grammar.start]
     while stack:
-        for rhs in by_lhs.get(stack.pop(), []):
+        for rhs in by_lhs[stack.pop()]:
             for symbol in rhs:
-                if symbol >= 0 and symbol not in reachable:
-                    reachable.add(symbol)
+                if symbol >= 0 and not reachable[symbol]:
+                    reachable[symbol] = True
                     stack.append(symbol)
-    return _renumber(grammar, [(lhs, rhs) for lhs, rhs in productions if lhs in reachable])
+    kept = [(lhs, rhs) for lhs, rhs in productions if reachable[lhs]]
+    if len(kept) == len(grammar.productions) and all(reachable) and len(set(kept)) == len(kept):
+        return grammar  # nothing to remove: renumbering would rebuild the same grammar
+    return _renumber(grammar, kept)
 
 
 def _drop_empty_only_rules(grammar: Grammar) -> Grammar:
@@ -73,19 +102,19 @@ def _drop_empty_only_rules(grammar: Grammar) -> Grammar:
 
 def _renumber(grammar: Grammar, productions: list[tuple[int, tuple[int, ...]]]) -> Grammar:
     used = sorted({grammar.start} | {lhs for lhs, _ in productions})
-    new_id = {old: new for new, old in enumerate(used)}
     used_terminals = sorted({terminal_index(s) for _, rhs in productions for s in rhs if s < 0})
-    new_terminal = {old: new for new, old in enumerate(used_terminals)}
-
-    def symbol(s: int) -> int:
-        return new_id[s] if s >= 0 else terminal_symbol(new_terminal[terminal_index(s)])
-
+    # one table for both kinds of symbol: nonterminals keep their sign, terminals theirs
+    new_symbol = {old: new for new, old in enumerate(used)}
+    new_symbol.update(
+        (terminal_symbol(old), terminal_symbol(new)) for new, old in enumerate(used_terminals)
+    )
+    rename = new_symbol.__getitem__
     unique = list(
-        dict.fromkeys((new_id[lhs], tuple(symbol(s) for s in rhs)) for lhs, rhs in productions)
+        dict.fromkeys((new_symbol[lhs], tuple(map(rename, rhs))) for lhs, rhs in productions)
     )
     return Grammar(
         [grammar.names[old] for old in used],
         unique,
         [grammar.terminals[old] for old in used_terminals],
-        new_id[grammar.start],
+        new_symbol[grammar.start],
     )

@@ -11,17 +11,63 @@ namespace py = pybind11;
 
 namespace cad {
 
+namespace {
+
+// A bitmask row a matcher filled: the tensor (held), the data pointer it had when checked,
+// and the row's address and width.
+struct BoundRow {
+    py::object tensor;
+    int64_t row;
+    uintptr_t data;
+    uintptr_t address;
+    size_t words;
+};
+
+uintptr_t data_pointer(py::handle tensor) {
+    static PyObject* const name = PyUnicode_InternFromString("data_ptr");  // never freed
+    py::object value =
+        py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor.ptr(), name));
+    if (!value) throw py::error_already_set();
+    return value.cast<uintptr_t>();
+}
+
+// Where ``bitmask[row]`` lies, checked by ``cad.grammar.bitmask.row_address`` (which raises
+// the errors a caller should see for a wrong tensor), as the matcher's bound row.
+BoundRow* bind_row(NativeMatcher& matcher, py::object bitmask, int64_t row) {
+    static PyObject* const row_address =  // never freed
+        py::object(py::module_::import("cad.grammar.bitmask").attr("row_address"))
+            .release()
+            .ptr();
+    const py::tuple at = py::handle(row_address)(bitmask, row);
+    const uintptr_t data = data_pointer(bitmask);
+    auto bound = std::make_shared<BoundRow>(
+        BoundRow{std::move(bitmask), row, data, at[0].cast<uintptr_t>(), at[1].cast<size_t>()});
+    matcher.bound_row = bound;
+    return bound.get();
+}
+
+}  // namespace
+
 void bind_batch(py::module_& m) {
     py::class_<NativeMatcher>(m, "NativeMatcher", "Base of every native matcher.")
         .def_property_readonly("vocab_size", &NativeMatcher::vocab_size)
         .def(
-            "fill_row",
-            [](NativeMatcher& matcher, uintptr_t address, size_t words) {
+            "fill_next_token_bitmask",
+            [](NativeMatcher& matcher, py::object bitmask, int64_t row) {
+                auto* bound = static_cast<BoundRow*>(matcher.bound_row.get());
+                if (bound == nullptr || !bound->tensor.is(bitmask) || bound->row != row ||
+                    bound->data != data_pointer(bitmask)) {
+                    bound = bind_row(matcher, std::move(bitmask), row);
+                }
+                const uintptr_t address = bound->address;
+                const size_t words = bound->words;
                 py::gil_scoped_release release;
                 fill_row_at(matcher, address, words);
             },
-            py::arg("address"), py::arg("words"),
-            "Write the allowed-token bits into the int32 row at ``address`` (``words`` long).")
+            py::arg("bitmask"), py::arg("row") = 0,
+            "Write the allowed tokens into ``bitmask[row]`` (a CPU int32 tensor; packed, "
+            "end-of-sequence where the language may end). The row is checked once and "
+            "remembered while the tensor keeps its storage.")
         .def(
             "fill_bools",
             [](NativeMatcher& matcher, uintptr_t address) {

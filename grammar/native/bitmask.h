@@ -49,6 +49,7 @@ struct TokenSet {
 struct TokenList {
     std::vector<uint32_t> bits;  // empty when kept as ids
     std::vector<int32_t> ids;
+    size_t count = 0;  // tokens in the set
 
     // Write the set into ``row`` (``words`` long); every other bit is cleared.
     void write(uint32_t* row, size_t words) const {
@@ -63,6 +64,7 @@ struct TokenList {
     // The set of the bits of ``row`` (``words`` long) holding ``count`` tokens.
     static TokenList from_row(std::vector<uint32_t> row, size_t count) {
         TokenList list;
+        list.count = count;
         if (count * 8 > row.size()) {
             list.bits = std::move(row);
             return list;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "bitmask.h"
 #include "cfg_matcher.h"
@@ -14,9 +15,9 @@ namespace cad::cfg {
 int32_t InternedStack::push(int32_t state, int32_t parent) {
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
                          static_cast<uint32_t>(parent);
-    auto [found, inserted] = ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
+    const auto [node, inserted] = ids_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
     if (inserted) nodes_.push_back({state, parent});
-    return found->second;
+    return node;
 }
 
 namespace {
@@ -29,22 +30,90 @@ class DpdaMatcher;
 // Adaptive context for the mask cache. The top LR state alone is often not enough to judge a
 // token (inside a string the top state is "a character was just shifted", and the next byte
 // reduces it and pops below). So the cache is a tree of stack suffixes, top state first: a
-// suffix whose local walk leaves more than kDeepenAbove tokens undecided is not cached itself
-// but split by the state below it, up to kMaxSuffix states; the stack bottom ends a suffix.
+// suffix whose local walk leaves more than kDeepenAbove tokens undecided, or whose large walk
+// the caches could serve with more context, is not cached itself but split by the state below
+// it, up to kMaxSuffix states; the stack bottom ends a suffix.
 constexpr size_t kDeepenAbove = 1024;
 constexpr int32_t kMaxSuffix = 32;
 
+struct SuffixNode;
+
+// A suffix node's children by the state below (kBottom for the end of the stack), read
+// without the lock: open addressing, a slot's node stored before its key is published. When
+// half full it is replaced by one twice the size; the old table stays alive for readers
+// still probing it. Most nodes have a few children, so a node costs a few cache lines (a
+// dense row per state would cost about a microsecond to allocate and clear).
+class BelowTable {
+  public:
+    explicit BelowTable(size_t capacity) : capacity_(capacity), slots_(new Slot[capacity]) {
+        for (size_t i = 0; i < capacity_; ++i) {
+            slots_[i].key.store(kEmpty, std::memory_order_relaxed);
+            slots_[i].node.store(nullptr, std::memory_order_relaxed);
+        }
+    }
+
+    SuffixNode* find(int32_t state) const {
+        for (size_t at = slot_of(state);; at = (at + 1) & (capacity_ - 1)) {
+            const int32_t key = slots_[at].key.load(std::memory_order_acquire);
+            if (key == state) return slots_[at].node.load(std::memory_order_relaxed);
+            if (key == kEmpty) return nullptr;
+        }
+    }
+
+    // Add a child (caller holds the lock); false when the table is too full to take it.
+    bool insert(int32_t state, SuffixNode* node) {
+        if (2 * (size_ + 1) > capacity_) return false;
+        size_t at = slot_of(state);
+        while (slots_[at].key.load(std::memory_order_relaxed) != kEmpty) at = (at + 1) & (capacity_ - 1);
+        slots_[at].node.store(node, std::memory_order_relaxed);
+        slots_[at].key.store(state, std::memory_order_release);
+        ++size_;
+        return true;
+    }
+
+    // A table twice the size holding the same children (caller holds the lock).
+    std::unique_ptr<BelowTable> grown() const {
+        auto table = std::make_unique<BelowTable>(2 * capacity_);
+        for (size_t i = 0; i < capacity_; ++i) {
+            const int32_t key = slots_[i].key.load(std::memory_order_relaxed);
+            if (key != kEmpty) table->insert(key, slots_[i].node.load(std::memory_order_relaxed));
+        }
+        return table;
+    }
+
+  private:
+    static constexpr int32_t kEmpty = INT32_MIN;
+    struct Slot {
+        std::atomic<int32_t> key;
+        std::atomic<SuffixNode*> node;
+    };
+    size_t slot_of(int32_t state) const {
+        return (static_cast<uint32_t>(state) * 2654435761u) & (capacity_ - 1);
+    }
+
+    size_t capacity_;  // a power of two
+    size_t size_ = 0;
+    std::unique_ptr<Slot[]> slots_;
+};
+
 struct SuffixNode {
-    std::unique_ptr<StateMask> mask;                    // the suffix's mask, or
-    std::unique_ptr<std::atomic<SuffixNode*>[]> below;  // one child per state below (+ bottom)
+    std::unique_ptr<StateMask> mask;         // the suffix's mask, or
+    std::atomic<BelowTable*> below{nullptr};  // longer suffixes, by the state below
 };
 
 class DpdaGrammar final : public CompiledCfg {
   public:
     DpdaGrammar(LrTables tables, std::shared_ptr<const TokenTrie> trie)
-        : CompiledCfg(std::move(trie)), tables_(std::move(tables)), roots_(new_slots()) {
+        : CompiledCfg(std::move(trie)), tables_(std::move(tables)), roots_(root_slots()) {
         for (int32_t atom = 0; atom < tables_.atoms.end_atom; ++atom) atom_width_.push_back(0);
         for (int byte = 0; byte < 256; ++byte) ++atom_width_[tables_.atoms.atom_of_byte[byte]];
+        atom_children_.resize(static_cast<size_t>(tables_.atoms.count()));
+        const auto [first, last] = trie_->children(0);
+        for (const TrieChild* child = first; child != last; ++child) {
+            const size_t position = static_cast<size_t>(child - first);
+            ChildSet& set = atom_children_[tables_.atoms.atom_of_byte[child->byte]];
+            set[position >> 6] |= uint64_t{1} << (position & 63);
+        }
     }
 
     const char* engine() const override { return "dpda"; }
@@ -55,27 +124,62 @@ class DpdaGrammar final : public CompiledCfg {
     int32_t atom_width(int32_t atom) const { return atom_width_[atom]; }
 
     // The adaptive mask for the stack under ``top`` (``stack`` a matcher's stack), computed
-    // on first use (thread-safe: nodes are published complete and never change).
+    // on first use (thread-safe: nodes are published complete; only a node's table of longer
+    // suffixes grows, and it is read without the lock).
     const StateMask& state_mask(const GrowingStack& stack, int32_t top) {
-        std::atomic<SuffixNode*>* slot = &roots_[stack.state(top)];
-        std::vector<int32_t> suffix{stack.state(top)};
+        SuffixNode* found = roots_[stack.state(top)].load(std::memory_order_acquire);
+        if (found == nullptr) found = build(nullptr, suffix_of(stack, top, 1));
         int32_t node = top;
-        for (;;) {
-            SuffixNode* found = slot->load(std::memory_order_acquire);
-            if (found == nullptr) found = build(slot, suffix);
-            if (found->mask) return *found->mask;
+        for (size_t depth = 2; !found->mask; ++depth) {
             node = stack.parent(node);
             const int32_t below = node >= 0 ? stack.state(node) : kBottom;
-            suffix.push_back(below);
-            slot = &found->below[below >= 0 ? below : tables_.states];
+            SuffixNode* child = found->below.load(std::memory_order_acquire)->find(below);
+            found = child ? child : build(found, suffix_of(stack, top, depth));
         }
+        return *found->mask;
     }
 
   private:
-    std::unique_ptr<std::atomic<SuffixNode*>[]> new_slots() const {
-        auto slots = std::make_unique<std::atomic<SuffixNode*>[]>(static_cast<size_t>(tables_.states) + 1);
-        for (int32_t state = 0; state <= tables_.states; ++state) slots[state] = nullptr;
+    // The states of the ``depth`` entries at the top of the stack, top first (kBottom for
+    // the end of the stack).
+    static std::vector<int32_t> suffix_of(const GrowingStack& stack, int32_t top, size_t depth) {
+        std::vector<int32_t> suffix;
+        for (int32_t node = top; suffix.size() < depth; node = stack.parent(node)) {
+            if (node < 0) {
+                suffix.push_back(kBottom);
+                break;
+            }
+            suffix.push_back(stack.state(node));
+        }
+        return suffix;
+    }
+
+    std::unique_ptr<std::atomic<SuffixNode*>[]> root_slots() const {
+        auto slots = std::make_unique<std::atomic<SuffixNode*>[]>(static_cast<size_t>(tables_.states));
+        for (int32_t state = 0; state < tables_.states; ++state) {
+            slots[state].store(nullptr, std::memory_order_relaxed);  // published by build()
+        }
         return slots;
+    }
+
+    // Make ``node`` one whose longer suffixes are looked up below it (caller holds the lock).
+    void open_below(SuffixNode& node) {
+        tables_owned_.push_back(std::make_unique<BelowTable>(4));
+        node.below.store(tables_owned_.back().get(), std::memory_order_relaxed);  // published with the node
+    }
+
+    // Publish ``child``, the node of ``suffix``, under ``parent`` (nullptr: as the root of its
+    // top state); caller holds the lock.
+    void publish(SuffixNode* parent, const std::vector<int32_t>& suffix, SuffixNode* child) {
+        if (parent == nullptr) {
+            roots_[suffix.front()].store(child, std::memory_order_release);
+            return;
+        }
+        BelowTable* table = parent->below.load(std::memory_order_relaxed);
+        if (table->insert(suffix.back(), child)) return;
+        tables_owned_.push_back(table->grown());
+        tables_owned_.back()->insert(suffix.back(), child);
+        parent->below.store(tables_owned_.back().get(), std::memory_order_release);
     }
 
     // Memoised local-view transitions over the interned stacks.
@@ -85,7 +189,7 @@ class DpdaGrammar final : public CompiledCfg {
             const LrTables& tables = grammar.tables_;
             const size_t atoms = static_cast<size_t>(tables.atoms.count());
             const size_t slot = static_cast<size_t>(config) * atoms + tables.atoms.atom_of_byte[byte];
-            if (grammar.memo_.size() <= slot) grammar.memo_.resize((config + 1) * atoms, kUnset);
+            if (grammar.memo_.size() <= slot) grammar.extend_memo();
             int32_t next = grammar.memo_[slot];
             if (next == kUnset) {
                 next = lr_step(tables, grammar.local_, config, tables.atoms.atom_of_byte[byte],
@@ -96,34 +200,72 @@ class DpdaGrammar final : public CompiledCfg {
         }
     };
 
+    // Give every interned configuration without one a memo row. The atoms its top state
+    // rejects are filled in from the ACTION row at once: a first visit would otherwise step
+    // them one by one, each a separate look at that row.
+    void extend_memo() {
+        const size_t atoms = static_cast<size_t>(tables_.atoms.count());
+        size_t config = memo_.size() / atoms;
+        memo_.resize(local_.size() * atoms);
+        for (; config < local_.size(); ++config) {
+            const size_t state = static_cast<size_t>(local_.state(static_cast<int32_t>(config)));
+            const int32_t* actions = tables_.action.data() + state * atoms;
+            int32_t* row = memo_.data() + config * atoms;
+            for (size_t atom = 0; atom < atoms; ++atom) {
+                row[atom] = actions[atom] == kActionError ? kDead : kUnset;
+            }
+        }
+    }
+
+    // The root's children whose first byte ``state``'s ACTION row does not reject: the only
+    // ones a first visit steps.
+    ChildSet first_children(int32_t state) const {
+        const size_t atoms = static_cast<size_t>(tables_.atoms.count());
+        const int32_t* actions = tables_.action.data() + static_cast<size_t>(state) * atoms;
+        ChildSet set{};
+        for (size_t atom = 0; atom < atoms; ++atom) {
+            if (actions[atom] == kActionError) continue;
+            for (size_t word = 0; word < set.size(); ++word) set[word] |= atom_children_[atom][word];
+        }
+        return set;
+    }
+
     // Compute and publish the node of ``suffix`` (top state first; kBottom last if the stack
-    // ends there) into ``slot``.
-    SuffixNode* build(std::atomic<SuffixNode*>* slot, const std::vector<int32_t>& suffix) {
+    // ends there): a root when ``parent`` is nullptr, else ``parent``'s child for the suffix's
+    // last state.
+    SuffixNode* build(SuffixNode* parent, const std::vector<int32_t>& suffix) {
         std::lock_guard<std::mutex> guard(lock_);
-        SuffixNode* found = slot->load(std::memory_order_relaxed);
+        SuffixNode* found = parent ? parent->below.load(std::memory_order_relaxed)->find(suffix.back())
+                                   : roots_[suffix.front()].load(std::memory_order_relaxed);
         if (found) return found;
         const bool complete = suffix.back() == kBottom;
         const size_t states = suffix.size() - (complete ? 1 : 0);
         std::vector<int32_t> chain(states);  // interned nodes of the suffix, index = depth
-        int32_t parent = complete ? kBottom : kUnknownBelow;
-        for (size_t depth = states; depth-- > 0;) chain[depth] = parent = local_.push(suffix[depth], parent);
+        int32_t base = complete ? kBottom : kUnknownBelow;
+        for (size_t depth = states; depth-- > 0;) chain[depth] = base = local_.push(suffix[depth], base);
         LocalStep step{*this};
         auto node = std::make_unique<SuffixNode>();
         const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
-        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0]);
-        if (may_deepen && count.dependent > kDeepenAbove) {
-            node->below = new_slots();  // hopeless without more context: do not even walk
+        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0], first_children(suffix[0]));
+        bool deepen = may_deepen && count.dependent > kDeepenAbove;
+        WalkPlan plan;
+        if (!deepen) {
+            plan = plan_walk(*trie_, step, chain[0], count);
+            deepen = may_deepen && large_walk_needs_context(count, plan);
+        }
+        if (deepen) {
+            open_below(*node);  // hopeless without more context: do not even walk
         } else {
-            StateMask mask = build_state_mask(*trie_, step, chain[0], count);
+            StateMask mask = build_state_mask(*trie_, step, chain[0], count, plan);
             if (may_deepen && mask.undecided_tokens > kDeepenAbove) {
-                node->below = new_slots();
+                open_below(*node);
             } else {
                 attach_contexts(mask, chain);
                 node->mask = std::make_unique<StateMask>(std::move(mask));
             }
         }
         owned_.push_back(std::move(node));
-        slot->store(owned_.back().get(), std::memory_order_release);
+        publish(parent, suffix, owned_.back().get());
         return owned_.back().get();
     }
 
@@ -154,9 +296,11 @@ class DpdaGrammar final : public CompiledCfg {
 
     LrTables tables_;
     std::vector<int32_t> atom_width_;
+    std::vector<ChildSet> atom_children_;  // the root's children by the atom of their byte
     std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
     std::mutex lock_;
     std::vector<std::unique_ptr<SuffixNode>> owned_;
+    std::vector<std::unique_ptr<BelowTable>> tables_owned_;  // every table, replaced ones too
     InternedStack local_;
     std::vector<int32_t> memo_;
     std::vector<int32_t> pending_;

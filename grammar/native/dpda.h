@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
-#include <unordered_map>
 #include <vector>
 
+#include "flat_index.h"
 #include "lr1.h"
 #include "trie_walk.h"
 
@@ -56,7 +56,7 @@ class InternedStack {
 
   private:
     std::vector<StackNode> nodes_;
-    std::unordered_map<uint64_t, int32_t> ids_;
+    FlatIndex ids_;  // (state, parent) -> node; a state >= 0 never packs to FlatIndex::kNoKey
 };
 
 // One byte (atom) from stack ``top``: the new top node, kDead, kDependent (a local view would

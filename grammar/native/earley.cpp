@@ -73,7 +73,10 @@ ItemSet sorted_unique(std::vector<Item> items) {
 class EarleyGrammar final : public CompiledCfg {
   public:
     EarleyGrammar(const Grammar& grammar, std::shared_ptr<const TokenTrie> trie)
-        : CompiledCfg(std::move(trie)), cores_(grammar), atoms_(grammar.terminals) {
+        : CompiledCfg(std::move(trie)),
+          cores_(grammar),
+          atoms_(grammar.terminals),
+          root_children_(all_children(*trie_)) {
         terminal_has_atom_.assign(grammar.terminals.size(), std::vector<bool>(atoms_.count(), false));
         for (size_t t = 0; t < grammar.terminals.size(); ++t) {
             for (int32_t atom : atoms_.terminal_atoms[t]) terminal_has_atom_[t][atom] = true;
@@ -124,8 +127,10 @@ class EarleyGrammar final : public CompiledCfg {
             EarleyGrammar& grammar;
             int32_t operator()(int32_t config, uint8_t byte) { return grammar.step(config, byte); }
         } local_step{*this};
-        const FirstByteCount count = count_first_bytes(*trie_, local_step, view);
-        return masks_.emplace(view, build_state_mask(*trie_, local_step, view, count)).first->second;
+        const FirstByteCount count = count_first_bytes(*trie_, local_step, view, root_children_);
+        const WalkPlan plan = plan_walk(*trie_, local_step, view, count);
+        return masks_.emplace(view, build_state_mask(*trie_, local_step, view, count, plan))
+            .first->second;
     }
 
     // Bytes that keep ``config`` alive (jump-forward), up to two. Caller holds the lock.
@@ -283,6 +288,7 @@ class EarleyGrammar final : public CompiledCfg {
 
     ItemCores cores_;
     ByteAtoms atoms_;
+    ChildSet root_children_;  // every child of the root: Earley steps them all on a first visit
     std::vector<std::vector<bool>> terminal_has_atom_;
     std::mutex lock_;
     std::vector<EarleyState> states_;

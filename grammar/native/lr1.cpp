@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <unordered_map>
 #include <utility>
 
 namespace cad::cfg {
@@ -35,18 +34,6 @@ void for_each_bit(const Lookahead& set, Visit visit) {
 }
 
 using Kernel = std::vector<std::pair<int32_t, Lookahead>>;
-
-struct KernelHash {
-    size_t operator()(const Kernel& kernel) const {
-        uint64_t digest = 1469598103934665603ULL;
-        auto mix = [&digest](uint64_t value) { digest = (digest ^ value) * 1099511628211ULL; };
-        for (const auto& [core, lookahead] : kernel) {
-            mix(static_cast<uint64_t>(core));
-            for (uint64_t word : lookahead) mix(word);
-        }
-        return static_cast<size_t>(digest);
-    }
-};
 
 std::string python_repr(const std::string& text) {
     const bool single = text.find('\'') == std::string::npos || text.find('"') != std::string::npos;
@@ -107,11 +94,15 @@ class Builder {
         const int32_t nonterminals = cores_.nonterminal_count;
         std::vector<Kernel> shifts(atom_count);
         std::vector<Kernel> gotos(nonterminals);
+        std::vector<int32_t> shifted;  // atoms and nonterminals whose kernel is not empty
+        std::vector<int32_t> moved;
         std::vector<int32_t> reduces(atom_count);
-        for (size_t index = 0; index < kernels_.size(); ++index) {
-            const std::vector<int32_t> items = closure(kernels_[index]);
-            for (Kernel& kernel : shifts) kernel.clear();
-            for (Kernel& kernel : gotos) kernel.clear();
+        for (size_t index = 0; index < kernel_begin_.size() - 1; ++index) {
+            const std::vector<int32_t>& items = closure(index);
+            for (int32_t atom : shifted) shifts[atom].clear();
+            for (int32_t symbol : moved) gotos[symbol].clear();
+            shifted.clear();
+            moved.clear();
             std::fill(reduces.begin(), reduces.end(), -1);
             for (int32_t core : items) {
                 const int32_t symbol = cores_.next_symbol[core];
@@ -126,36 +117,47 @@ class Builder {
                     });
                 } else if (symbol < 0) {
                     for (int32_t atom : atoms_.terminal_atoms[terminal_index(symbol)]) {
+                        if (shifts[atom].empty()) shifted.push_back(atom);
                         shifts[atom].emplace_back(core + 1, lookahead);
                     }
                 } else {
+                    if (gotos[symbol].empty()) moved.push_back(symbol);
                     gotos[symbol].emplace_back(core + 1, lookahead);
                 }
             }
-            std::vector<int32_t> action_row(atom_count, kActionError);
+            // States are numbered in the order they are first reached: atoms, then
+            // nonterminals, each in increasing order. Rows are written in place: the tables
+            // grow with the states, so a row is addressed by offset, not by pointer.
+            std::sort(shifted.begin(), shifted.end());
+            std::sort(moved.begin(), moved.end());
+            const size_t action_row = action_.size();
+            action_.resize(action_row + static_cast<size_t>(atom_count), kActionError);
             for (int32_t atom = 0; atom < atom_count; ++atom) {
                 const int32_t production = reduces[atom];
                 if (production < 0) continue;
-                action_row[atom] = production == cores_.augmented_production()
-                                       ? kActionAccept
-                                       : kReduceBase - production;
+                action_[action_row + atom] = production == cores_.augmented_production()
+                                                 ? kActionAccept
+                                                 : kReduceBase - production;
             }
-            for (int32_t atom = 0; atom < atom_count; ++atom) {
-                if (shifts[atom].empty()) continue;
+            for (int32_t atom : shifted) {
                 if (reduces[atom] >= 0) throw NotLr1(conflict("shift/reduce", atom, reduces[atom]));
-                action_row[atom] = state_of(shifts[atom]);
+                const int32_t target = state_of(shifts[atom]);
+                action_[action_row + atom] = target;
             }
-            std::vector<int32_t> goto_row(nonterminals, -1);
-            for (int32_t symbol = 0; symbol < nonterminals; ++symbol) {
-                if (!gotos[symbol].empty()) goto_row[symbol] = state_of(gotos[symbol]);
+            const size_t goto_row = gotos_.size();
+            gotos_.resize(goto_row + static_cast<size_t>(nonterminals), -1);
+            for (int32_t symbol : moved) {
+                const int32_t target = state_of(gotos[symbol]);
+                gotos_[goto_row + symbol] = target;
             }
-            tables_action_.insert(tables_action_.end(), action_row.begin(), action_row.end());
-            tables_goto_.insert(tables_goto_.end(), goto_row.begin(), goto_row.end());
         }
-        LrTables tables{atoms_, static_cast<int32_t>(kernels_.size()), nonterminals,
-                        std::move(tables_action_), std::move(tables_goto_),
-                        cores_.production_lhs, cores_.production_length};
-        return tables;
+        return LrTables{atoms_,
+                        static_cast<int32_t>(kernel_begin_.size() - 1),
+                        nonterminals,
+                        std::move(action_),
+                        std::move(gotos_),
+                        cores_.production_lhs,
+                        cores_.production_length};
     }
 
   private:
@@ -205,20 +207,22 @@ class Builder {
         return {mask, true};
     }
 
-    // The closure of ``kernel``: its cores in increasing order, lookaheads in lookahead_.
-    std::vector<int32_t> closure(const Kernel& kernel) {
+    // The closure of state ``state``'s kernel: its cores in increasing order, lookaheads in
+    // lookahead_ (valid until the next call).
+    const std::vector<int32_t>& closure(size_t state) {
         for (int32_t core : touched_) present_[core] = false;
         touched_.clear();
-        std::vector<int32_t> agenda;
-        for (const auto& [core, lookahead] : kernel) {
+        agenda_.clear();
+        for (uint32_t item = kernel_begin_[state]; item < kernel_begin_[state + 1]; ++item) {
+            const auto& [core, lookahead] = kernel_items_[item];
             present_[core] = true;
             lookahead_[core] = lookahead;
             touched_.push_back(core);
-            agenda.push_back(core);
+            agenda_.push_back(core);
         }
-        while (!agenda.empty()) {
-            const int32_t core = agenda.back();
-            agenda.pop_back();
+        while (!agenda_.empty()) {
+            const int32_t core = agenda_.back();
+            agenda_.pop_back();
             const int32_t symbol = cores_.next_symbol[core];
             if (symbol == kComplete || symbol < 0) continue;
             Lookahead mask = tail_first_[core + 1].first;
@@ -229,26 +233,59 @@ class Builder {
                     lookahead_[child] = Lookahead{};
                     touched_.push_back(child);
                 }
-                if (merge(lookahead_[child], mask)) agenda.push_back(child);
+                if (merge(lookahead_[child], mask)) agenda_.push_back(child);
             }
         }
-        std::vector<int32_t> items = touched_;
-        std::sort(items.begin(), items.end());
-        return items;
+        items_ = touched_;
+        std::sort(items_.begin(), items_.end());
+        return items_;
     }
 
-    int32_t state_of(Kernel kernel) {
+    // The state of ``kernel`` (sorted in place), a new one if no state has that kernel. States
+    // are found by an open-addressing table of state ids over the flat kernel store, so
+    // neither a lookup nor a new state allocates per kernel.
+    int32_t state_of(Kernel& kernel) {
         std::sort(kernel.begin(), kernel.end(),
                   [](const auto& a, const auto& b) { return a.first < b.first; });
-        auto found = state_ids_.find(kernel);
-        if (found != state_ids_.end()) return found->second;
-        if (static_cast<int32_t>(kernels_.size()) >= max_states_) {
+        const size_t hash = hash_kernel(kernel.data(), kernel.size());
+        size_t mask = state_slots_.size() - 1;
+        size_t at = hash & mask;
+        for (; state_slots_[at] >= 0; at = (at + 1) & mask) {
+            const int32_t state = state_slots_[at];
+            const uint32_t begin = kernel_begin_[state];
+            if (kernel_begin_[state + 1] - begin == kernel.size() &&
+                std::equal(kernel.begin(), kernel.end(), kernel_items_.begin() + begin)) {
+                return state;
+            }
+        }
+        const int32_t id = static_cast<int32_t>(kernel_begin_.size() - 1);
+        if (id >= max_states_) {
             throw NotLr1("more than " + std::to_string(max_states_) + " LR(1) states");
         }
-        const int32_t id = static_cast<int32_t>(kernels_.size());
-        kernels_.push_back(kernel);
-        state_ids_.emplace(std::move(kernel), id);
+        kernel_items_.insert(kernel_items_.end(), kernel.begin(), kernel.end());
+        kernel_begin_.push_back(static_cast<uint32_t>(kernel_items_.size()));
+        state_slots_[at] = id;
+        state_hashes_.push_back(hash);
+        if (2 * state_hashes_.size() > state_slots_.size()) {
+            state_slots_.assign(2 * state_slots_.size(), -1);
+            mask = state_slots_.size() - 1;
+            for (size_t state = 0; state < state_hashes_.size(); ++state) {
+                at = state_hashes_[state] & mask;
+                while (state_slots_[at] >= 0) at = (at + 1) & mask;
+                state_slots_[at] = static_cast<int32_t>(state);
+            }
+        }
         return id;
+    }
+
+    static size_t hash_kernel(const std::pair<int32_t, Lookahead>* items, size_t count) {
+        uint64_t digest = 1469598103934665603ULL;
+        auto mix = [&digest](uint64_t value) { digest = (digest ^ value) * 1099511628211ULL; };
+        for (size_t i = 0; i < count; ++i) {
+            mix(static_cast<uint64_t>(items[i].first));
+            for (uint64_t word : items[i].second) mix(word);
+        }
+        return static_cast<size_t>(digest ^ (digest >> 29));
     }
 
     std::string conflict(const std::string& kind, int32_t atom, int32_t production) const {
@@ -271,10 +308,15 @@ class Builder {
     std::vector<Lookahead> lookahead_;
     std::vector<bool> present_;
     std::vector<int32_t> touched_;
-    std::vector<Kernel> kernels_;
-    std::unordered_map<Kernel, int32_t, KernelHash> state_ids_;
-    std::vector<int32_t> tables_action_;
-    std::vector<int32_t> tables_goto_;
+    std::vector<int32_t> agenda_;
+    std::vector<int32_t> items_;
+    // Kernels of all states, flat: state s has items [kernel_begin_[s], kernel_begin_[s + 1]).
+    std::vector<std::pair<int32_t, Lookahead>> kernel_items_;
+    std::vector<uint32_t> kernel_begin_{0};
+    std::vector<int32_t> state_slots_ = std::vector<int32_t>(1024, -1);  // open addressing
+    std::vector<size_t> state_hashes_;
+    std::vector<int32_t> action_;
+    std::vector<int32_t> gotos_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace cad {
 
@@ -12,6 +13,10 @@ class NativeMatcher {
     // Write the allowed-token bitmask into ``row`` (bitmask_words(vocab_size()) words).
     // Safe to call from several threads at once on different matchers.
     virtual void fill_bitmask(uint32_t* row) = 0;
+
+    // The bitmask row the bindings last filled for this matcher (the tensor, held there, and
+    // where its row lies), so that filling the same row again skips checking the tensor.
+    std::shared_ptr<void> bound_row;
 };
 
 }  // namespace cad

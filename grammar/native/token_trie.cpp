@@ -38,6 +38,22 @@ int TokenSlice::step(int state, uint8_t byte) {
     return utf8_next(static_cast<uint8_t>(state), byte);
 }
 
+const std::vector<std::vector<std::pair<uint8_t, int>>>& TokenSlice::moves() {
+    static const std::vector<std::vector<std::pair<uint8_t, int>>> table = [] {
+        std::vector<std::vector<std::pair<uint8_t, int>>> moves(1);
+        for (size_t state = 0; state < moves.size(); ++state) {
+            for (int byte = 0; byte < 256; ++byte) {
+                const int next = step(static_cast<int>(state), static_cast<uint8_t>(byte));
+                if (next < 0) continue;
+                if (static_cast<size_t>(next) >= moves.size()) moves.resize(static_cast<size_t>(next) + 1);
+                moves[state].emplace_back(static_cast<uint8_t>(byte), next);
+            }
+        }
+        return moves;
+    }();
+    return table;
+}
+
 const TokenSlice& TokenTrie::string_slice() const {
     std::call_once(slice_once_, [this] {
         auto slice = std::make_unique<TokenSlice>();
@@ -111,6 +127,38 @@ TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table)
     }
     token_begin_.assign(nodes_.size() + 1, 0);
     std::partial_sum(own_tokens.begin(), own_tokens.end(), token_begin_.begin() + 1);
+    list_children();
 }
 
+void TokenTrie::list_children() {
+    list_begin_.assign(257, 0);
+    list_end_.assign(257, 0);
+    auto child_list = [this](uint32_t node) {
+        std::vector<uint32_t> children;
+        for (uint32_t child = node + 1; child < subtree_end(node); child = subtree_end(child)) {
+            children.push_back(child);
+        }
+        return children;
+    };
+    const std::vector<uint32_t> first_bytes = child_list(0);
+    std::vector<std::vector<uint32_t>> grandchildren;
+    for (uint32_t node : first_bytes) {
+        grandchildren.push_back(child_list(node));
+        nodes_[node].listed = grandchildren.back().size() >= kListedChildren;
+    }
+    nodes_[0].listed = 1;
+    auto append = [this](size_t list, const std::vector<uint32_t>& children) {
+        list_begin_[list] = static_cast<uint32_t>(children_.size());
+        for (uint32_t child : children) {
+            const TrieNode& node = nodes_[child];
+            children_.push_back({child, node.end, static_cast<uint32_t>(subtree_tokens(child)),
+                                 node.byte, node.listed});
+        }
+        list_end_[list] = static_cast<uint32_t>(children_.size());
+    };
+    append(256, first_bytes);
+    for (size_t i = 0; i < first_bytes.size(); ++i) {
+        if (nodes_[first_bytes[i]].listed) append(nodes_[first_bytes[i]].byte, grandchildren[i]);
+    }
+}
 }  // namespace cad

@@ -47,12 +47,30 @@ class TokenTable {
 };
 
 // One trie node: its byte, its depth and where its subtree ends (8 bytes, in preorder, so a
-// walk reads nodes sequentially and skips a rejected subtree with one jump).
+// walk reads nodes sequentially and skips a rejected subtree with one jump). The root and the
+// nodes of first bytes with many children also list them in one place (``listed``).
 struct TrieNode {
     uint32_t end;
     uint16_t depth;
     uint8_t byte;
+    uint8_t listed = 0;
 };
+
+// A listed node's child: where it is and where its subtree ends, its byte, whether it lists
+// its own children, and how many tokens its subtree holds.
+struct TrieChild {
+    uint32_t node;
+    uint32_t end;
+    uint32_t tokens;
+    uint8_t byte;
+    uint8_t listed;
+};
+
+// First-byte nodes with at least this many children list them. In preorder a node's children
+// lie far apart (each after its own subtree), so a walk that rejects most of them would
+// otherwise touch one cache line per child; near the root, where nearly every first visit to
+// a parser state walks, that is most of the cost of a sparse mask.
+constexpr size_t kListedChildren = 8;
 
 class TokenTrie {
   public:
@@ -80,6 +98,12 @@ class TokenTrie {
     size_t subtree_tokens(uint32_t index) const {
         return token_begin_[nodes_[index].end] - token_begin_[index];
     }
+    // The children of a listed node, in byte order, stored contiguously.
+    std::pair<const TrieChild*, const TrieChild*> children(uint32_t index) const {
+        const TrieNode& node = nodes_[index];
+        const size_t list = node.depth == 0 ? 256 : node.byte;
+        return {children_.data() + list_begin_[list], children_.data() + list_end_[list]};
+    }
     // The bytes from the root to ``index``.
     std::string_view path(uint32_t index) const {
         if (nodes_[index].depth == 0) return {};
@@ -87,6 +111,8 @@ class TokenTrie {
     }
 
   private:
+    void list_children();
+
     std::shared_ptr<const TokenTable> table_;
     std::unique_ptr<RegionCache> regions_;
     mutable std::once_flag slice_once_;
@@ -94,6 +120,10 @@ class TokenTrie {
     std::vector<TrieNode> nodes_;
     std::vector<uint32_t> token_begin_;
     std::vector<int32_t> ids_;
+    // Where each list lies in ``children_``: by first byte, and the root's at 256.
+    std::vector<uint32_t> list_begin_;
+    std::vector<uint32_t> list_end_;
+    std::vector<TrieChild> children_;
 };
 
 // A set of tokens a common kind of parser state accepts whole, precomputed per vocabulary
@@ -108,6 +138,8 @@ struct TokenSlice {
     // The slice automaton: its state after ``byte`` from ``state`` (0: a character boundary),
     // or -1 when the byte leaves the slice.
     static int step(int state, uint8_t byte);
+    // Per slice state, every byte that stays in the slice with the state it leads to.
+    static const std::vector<std::vector<std::pair<uint8_t, int>>>& moves();
 };
 
 }  // namespace cad

@@ -18,9 +18,48 @@ struct WalkScratch {
     std::vector<size_t> marks;
 };
 
+template <class Walker>
+void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker& walker,
+                  WalkScratch& scratch);
+
+template <class Walker>
+void walk_listed(const TokenTrie& trie, uint32_t parent, int32_t config, Walker& walker,
+                 WalkScratch& scratch);
+
+// Judge ``child`` of a listed node whose configuration is ``config``, ``next`` being the
+// child's step from it, and walk on below the child.
+template <class Walker>
+void walk_listed_child(const TokenTrie& trie, const TrieChild& child, int32_t config,
+                       int32_t next, Walker& walker, WalkScratch& scratch) {
+    if (next < 0) {
+        if (next == kDependent) walker.dependent(child.node, config);
+        return;
+    }
+    walker.accept(child.node, next);
+    if (!walker.descend(next) || child.end == child.node + 1) return;
+    if (child.listed) {
+        walk_listed(trie, child.node, next, walker, scratch);
+    } else {
+        walk_subtree(trie, child.node, next, walker, scratch);
+    }
+}
+
+// Walk the children of the listed node ``parent`` (configuration ``config``) from its list.
+template <class Walker>
+void walk_listed(const TokenTrie& trie, uint32_t parent, int32_t config, Walker& walker,
+                 WalkScratch& scratch) {
+    const size_t mark = walker.mark();
+    const auto [first, last] = trie.children(parent);
+    for (const TrieChild* child = first; child != last; ++child) {
+        walker.release(mark);
+        walk_listed_child(trie, *child, config, walker.step(config, child->byte), walker, scratch);
+    }
+    walker.release(mark);
+}
+
 // Walk the subtree of ``start`` (whose configuration is ``config``), reading the nodes in
 // preorder: each node is stepped from its parent's configuration, and a rejected or undecided
-// node's whole subtree is jumped over.
+// node's whole subtree is jumped over. A listed ``start`` has its children read from its list.
 //
 // ``Walker`` provides:
 //   int32_t step(int32_t config, uint8_t byte)  -> next config, kDead or kDependent
@@ -33,21 +72,27 @@ struct WalkScratch {
 template <class Walker>
 void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker& walker,
                   WalkScratch& scratch) {
-    const uint32_t end = trie.subtree_end(start);
-    const uint32_t base = trie.depth(start);
+    const TrieNode& root = trie.node(start);
+    if (root.listed) {
+        walk_listed(trie, start, config, walker, scratch);
+        return;
+    }
     const size_t deepest = static_cast<size_t>(trie.table().longest_token()) + 2;
     if (scratch.configs.size() < deepest) {
         scratch.configs.resize(deepest);
         scratch.marks.resize(deepest);
     }
+    // Indexed by depth in the trie. Only the root and first bytes list their children, so
+    // below ``start`` the nodes are read in preorder alone.
     int32_t* configs = scratch.configs.data();
     size_t* marks = scratch.marks.data();
-    configs[0] = config;
-    marks[0] = walker.mark();
+    configs[root.depth] = config;
+    marks[root.depth] = walker.mark();
+    const uint32_t end = root.end;
     uint32_t index = start + 1;
     while (index < end) {
         const TrieNode& node = trie.node(index);
-        const uint32_t depth = node.depth - base;
+        const uint32_t depth = node.depth;
         walker.release(marks[depth - 1]);
         const int32_t parent = configs[depth - 1];
         const int32_t next = walker.step(parent, node.byte);
@@ -65,14 +110,28 @@ void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker&
         marks[depth] = walker.mark();
         ++index;
     }
-    walker.release(marks[0]);
+    walker.release(marks[root.depth]);
 }
 
-// Call ``visit(child)`` for every child of ``node``.
+// Call ``visit(child)`` (a TrieChild) for the children of ``node`` in byte order while it
+// returns true.
 template <class Visit>
 void for_each_child(const TokenTrie& trie, uint32_t node, Visit visit) {
+    if (trie.node(node).listed) {
+        const auto [first, last] = trie.children(node);
+        for (const TrieChild* child = first; child != last; ++child) {
+            if (!visit(*child)) return;
+        }
+        return;
+    }
     const uint32_t end = trie.subtree_end(node);
-    for (uint32_t child = node + 1; child < end; child = trie.subtree_end(child)) visit(child);
+    for (uint32_t child = node + 1; child < end; child = trie.subtree_end(child)) {
+        const TrieNode& at = trie.node(child);
+        if (!visit(TrieChild{child, at.end, static_cast<uint32_t>(trie.subtree_tokens(child)),
+                             at.byte, at.listed})) {
+            return;
+        }
+    }
 }
 
 }  // namespace cad

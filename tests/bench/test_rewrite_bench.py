@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.rewrite import main, select
+from bench.rewrite import main, perfect_draft_forwards, select
 from cad.selector import load_draft_config
+from cad.training.calibrate import replay
 from cad.training.datasets import load_humanevalpack
 from tests.conftest import TOKENIZERS
 from tests.tiny_model import make_tiny_model
@@ -34,6 +35,23 @@ def test_select_takes_the_held_out_split() -> None:
     assert 0 < len(test) < len(examples) / 5
     assert select(examples, "test", 3) == test[:3]
     assert select(examples, "all", 0) == examples
+
+
+@pytest.mark.parametrize("budget", [4, 16, 96])
+def test_perfect_drafts_reach_the_bound_and_nothing_beats_it(budget: int) -> None:
+    """Drafting from a document that IS the target, every forward accepts a full budget: the
+    replayed count equals the bound; drafting from the real document never goes below it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "qwen2")
+    config = replace(load_draft_config(), budget=budget, min_reach=0.0)
+    for example in load_humanevalpack("python")[:6]:
+        before = tokenizer.encode(example.before, add_special_tokens=False)
+        after = tokenizer.encode(example.after, add_special_tokens=False)
+        bound = perfect_draft_forwards(len(after), budget)
+        stop = tokenizer.eos_token_id
+        assert len(replay(after, after, config, stop=stop, prompt_tokens=10)) - 1 == bound
+        assert len(replay(before, after, config, stop=stop, prompt_tokens=10)) - 1 >= bound
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +92,9 @@ def test_benchmark_writes_table_and_json_and_replays_the_same_forwards(
     assert "÷ rewrite" in table[2]
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
     replayed = main(["--replay", "--tokenizer", str(TOKENIZERS / "qwen2"), *common])
+    assert replayed["methods"] == [*METHODS[:3], "perfect-draft", *METHODS[3:]]
     for measured, counted in zip(rows, replayed["rows"], strict=True):
+        assert counted["perfect-draft"]["forwards"] <= counted["rewrite:default"]["forwards"]
         assert {m: counted[m]["forwards"] for m in METHODS} == {
             m: measured[m]["forwards"] for m in METHODS
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,3 +85,48 @@ def test_cfg_matcher_bitmask_agrees_with_allowed_tokens(qwen2_tokenizer, seed: i
         if len(choices) == 0:
             break
         assert matcher.accept_token(int(choices[rng.randrange(len(choices))]))
+
+
+def _digits_matcher(tokenizer):
+    return compile('root ::= "[" [0-9]+ ("," [0-9]+)* "]"', tokenizer).matcher()
+
+
+def test_refilling_a_remembered_row_follows_the_matcher_and_the_row(qwen2_tokenizer) -> None:
+    matcher = _digits_matcher(qwen2_tokenizer)
+    vocab = matcher.vocab_size
+    bitmask = allocate_token_bitmask(2, vocab)
+    matcher.fill_next_token_bitmask(bitmask)
+    opening = unpack_bitmask(bitmask[0], vocab).clone()
+    assert torch.equal(opening, matcher.allowed_tokens())
+    assert matcher.accept_token(qwen2_tokenizer.convert_tokens_to_ids("["))
+    matcher.fill_next_token_bitmask(bitmask)  # the same tensor and row: written again
+    assert torch.equal(unpack_bitmask(bitmask[0], vocab), matcher.allowed_tokens())
+    assert not torch.equal(unpack_bitmask(bitmask[0], vocab), opening)
+    matcher.fill_next_token_bitmask(bitmask, 1)  # another row of it
+    assert torch.equal(bitmask[1], bitmask[0])
+
+
+def test_a_row_whose_storage_changed_is_found_again(qwen2_tokenizer) -> None:
+    matcher = _digits_matcher(qwen2_tokenizer)
+    vocab = matcher.vocab_size
+    bitmask = allocate_token_bitmask(1, vocab)
+    matcher.fill_next_token_bitmask(bitmask)
+    bitmask.set_(allocate_token_bitmask(1, vocab).untyped_storage())
+    bitmask.resize_(1, bitmask_width(vocab))
+    matcher.fill_next_token_bitmask(bitmask)
+    assert torch.equal(unpack_bitmask(bitmask[0], vocab), matcher.allowed_tokens())
+
+
+def test_wrong_bitmasks_are_refused_with_a_reason(qwen2_tokenizer) -> None:
+    matcher = _digits_matcher(qwen2_tokenizer)
+    vocab = matcher.vocab_size
+    bitmask = allocate_token_bitmask(1, vocab)
+    matcher.fill_next_token_bitmask(bitmask)
+    with pytest.raises(TypeError, match="CPU int32 tensor"):
+        matcher.fill_next_token_bitmask(bitmask.to(torch.int64))
+    with pytest.raises(IndexError, match="outside its 1 rows"):
+        matcher.fill_next_token_bitmask(bitmask, 1)
+    with pytest.raises(ValueError, match="contiguous"):
+        matcher.fill_next_token_bitmask(torch.zeros(bitmask_width(vocab), 2, dtype=torch.int32).T)
+    with pytest.raises(ValueError, match="words but the vocabulary needs"):
+        matcher.fill_next_token_bitmask(allocate_token_bitmask(1, vocab // 2))

@@ -103,6 +103,31 @@ def test_a_tiny_temperature_samples_the_greedy_tokens(tiny_qwen) -> None:
         assert stats.copied_tokens > 0
 
 
+def test_the_shipped_configurations_differ_by_device_only_in_the_reach_threshold() -> None:
+    accelerator, cpu = load_draft_config(device="cuda"), load_draft_config(device="cpu")
+    assert load_draft_config() == accelerator
+    assert (accelerator.min_reach, cpu.min_reach) == (0.0, 0.1)
+    assert replace(cpu, min_reach=0.0, calibrated_on="", rates={}) == replace(
+        accelerator, calibrated_on="", rates={}
+    )
+
+
+def test_rewrite_on_a_cpu_drafts_with_the_cpu_configuration(tiny_qwen) -> None:
+    """With no configuration given, a model on the CPU drafts exactly as the CPU one says,
+    which verifies fewer unlikely nodes than the accelerator one."""
+    before, after = heval_pairs("python")[0]
+    drafted = {}
+    for name, config in [
+        ("default", None),
+        ("cpu", load_draft_config(device="cpu")),
+        ("accelerator", load_draft_config(device="cuda")),
+    ]:
+        result = rewrite_forced(tiny_qwen, before, INSTRUCTION, after, config=config)
+        assert result.text == after
+        drafted[name] = result.stats.drafted_tokens
+    assert drafted["default"] == drafted["cpu"] < drafted["accelerator"]
+
+
 @pytest.mark.parametrize("language", ["python", "js"])
 def test_forced_rewrite_is_byte_exact_and_needs_few_forwards(tiny_qwen, language: str) -> None:
     config = load_draft_config()

@@ -245,15 +245,11 @@ def _index_and_encoder(tokenizer):
 
 
 def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> None:
-    from cad.grammar import ProgramTokenIndex
     from cad.resolver import CopyLines
     from cad.selector.draft_graph import chain
 
     document = Document("".join(f"line {i}\n" for i in range(1, 9)))
-    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
-
-    def encode(text: str) -> list[int]:
-        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+    index, encode = _index_and_encoder(qwen2_tokenizer)
 
     drafter = ProgramDrafter(index, encode, document)
     proposals = drafter.proposals((CopyLines(1, 3),), b"<")
@@ -276,12 +272,7 @@ def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> 
 
 
 def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_tokenizer) -> None:
-    from cad.grammar import ProgramTokenIndex
-
-    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
-
-    def encode(text: str) -> list[int]:
-        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+    index, encode = _index_and_encoder(qwen2_tokenizer)
 
     config = load_draft_config()
     forwards = []
@@ -300,14 +291,10 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
 
 
 def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer) -> None:
-    from cad.grammar import ProgramTokenIndex
     from cad.resolver import CopyLines
 
     document = Document("def f(p, d):\n    p*= p*d\n    return p\n")
-    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
-
-    def encode(text: str) -> list[int]:
-        return qwen2_tokenizer.encode(text, add_special_tokens=False)
+    index, encode = _index_and_encoder(qwen2_tokenizer)
 
     drafter = ProgramDrafter(index, encode, document)
     proposals = drafter.proposals((CopyLines(1, 1),), b"<gen>    p=")

@@ -16,10 +16,13 @@ from hypothesis import strategies as st
 from cad.grammar.cfg.char_automata import (
     any_string,
     intersect,
+    intersect_ranges,
     length_dfa,
     literal_dfa,
     minimize,
+    normalize,
     subtract,
+    subtract_ranges,
     union,
 )
 from cad.grammar.cfg.errors import GrammarError
@@ -233,3 +236,42 @@ def test_uuid_format(text: str) -> None:
 
 def test_unknown_formats_are_annotations() -> None:
     assert format_pattern("credit-card") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text("abé_", max_size=5), st.sampled_from(["one", "two", ("name", 3)])),
+        max_size=8,
+    ),
+    st.booleans(),
+    st.lists(st.text("abcé_", max_size=6), max_size=5),
+)
+def test_literal_automata_are_minimal_and_accept_their_strings(
+    strings: list[tuple[str, object]], with_others: bool, probes: list[str]
+) -> None:
+    others = ("region", frozenset()) if with_others else None
+    dfa = literal_dfa(strings, others)
+    assert minimize(dfa) == dfa  # already minimal, and numbered as minimize numbers
+    expected: dict[str, set[object]] = {}
+    for text, tag in strings:
+        expected.setdefault(text, set()).add(tag)
+    for text in [text for text, _ in strings] + probes:
+        tags = expected.get(text, {others} if with_others else set())
+        assert dfa.run(text) == frozenset(tags)
+
+
+_RANGE_LISTS = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 40)).map(lambda r: (min(r), max(r))), max_size=5
+)
+
+
+@given(_RANGE_LISTS, _RANGE_LISTS)
+def test_range_intersection_and_difference_are_set_operations(left, right) -> None:
+    def points(ranges) -> set[int]:
+        return {point for low, high in ranges for point in range(low, high + 1)}
+
+    both = intersect_ranges(tuple(left), tuple(right))
+    assert points(both) == points(left) & points(right)
+    assert both == normalize(both)
+    assert points(subtract_ranges(tuple(left), tuple(right))) == points(left) - points(right)

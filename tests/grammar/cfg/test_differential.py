@@ -131,6 +131,40 @@ def test_engine_choice(name: str) -> None:
     assert engine == TEXT_GRAMMARS[name][1]
 
 
+@pytest.mark.parametrize(
+    "grammar_name", [*sorted(set(TEXT_GRAMMARS) - {"ambiguous_arithmetic"}), "schemas"]
+)
+def test_native_lr1_has_the_reference_states(grammar_name: str) -> None:
+    """The native builder finds states by hashing kernels into its own table; the canonical
+    automaton it builds has exactly the reference's states (wide white space, so the
+    white-space chains are many states deep in many contexts)."""
+    if grammar_name == "schemas":
+        options = SchemaOptions(max_whitespace=64, ignore_unsupported=True)
+        grammars = [
+            simplify(lower(schema_to_rules(record["schema"], options)))
+            for _, record in fixture_schemas()
+        ]
+    else:
+        grammars = [text_grammar(grammar_name)]
+    for grammar in grammars:
+        try:
+            reference = len(build_lr1(grammar).actions)
+        except NotLr1:
+            continue
+        assert compile_grammar(grammar, BYTES, engine="dpda").lr_states == reference
+
+
+def test_too_many_lr1_states_fall_back_to_earley() -> None:
+    """A bounded repetition this long needs more canonical LR(1) states than the builder
+    allows: it stops there and the grammar runs on Earley, with the reason kept."""
+    grammar = simplify(lower(parse_ebnf('root ::= "a"{0,10001} "b"')))
+    compiled = compile_grammar(grammar, BYTES)
+    assert compiled.engine == "earley"
+    assert "more than 20000 LR(1) states" in compiled.lr_note
+    assert compiled.accepts(b"a" * 300 + b"b")
+    assert not compiled.accepts(b"a" * 5 + b"c")
+
+
 @pytest.mark.parametrize("name", sorted(TEXT_GRAMMARS))
 def test_text_grammars_agree(name: str) -> None:
     count = 150 if name == "ambiguous_arithmetic" else 500

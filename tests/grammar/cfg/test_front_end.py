@@ -58,6 +58,7 @@ def test_text_format(text: str, good: list[bytes], bad: list[bytes]) -> None:
         ("root = 'a'", "expected '::='"),
         ("root ::= [b-a]", "reversed range"),
         ("root ::= root 'a'", "derives no string"),
+        ("::= 'a'", "expected a rule name at line 1, column 1"),
     ],
 )
 def test_text_format_errors(text: str, message: str) -> None:

@@ -156,6 +156,41 @@ def test_fill_masks_matches_single_masks(qwen2_tokenizer, qwen2_vocab) -> None:
         assert torch.equal(out[row], matcher.allowed_tokens())
 
 
+def test_masks_built_on_many_threads_at_once_equal_masks_built_one_by_one(
+    qwen2_tokenizer, qwen2_vocab
+) -> None:
+    """Matchers at every token boundary of a pretty-printed instance, filled together on
+    threads from a cold grammar, so that first visits, deeper suffixes and their growing child
+    tables are built concurrently, give the masks a fresh grammar gives one by one."""
+    import json
+
+    from tests.grammar.cfg.schema_instances import in_schema_order
+
+    record = dict(fixture_schemas())["BFCL_simple_136"]
+    schema = record["schema"]
+    ids: list[int] = []
+    for test in record["tests"]:
+        if test["valid"]:
+            text = json.dumps(in_schema_order(test["data"], schema, schema), indent=2)
+            ids = qwen2_tokenizer.encode(text, add_special_tokens=False)
+            break
+    together, alone = (compile(schema, qwen2_vocab, format="json-schema") for _ in range(2))
+    matchers = []
+    for position in range(len(ids)):
+        matcher = together.matcher()
+        assert all(matcher.accept_token(token) for token in ids[:position])
+        matchers.append(matcher)
+    bitmask = grammar.allocate_token_bitmask(len(matchers), qwen2_vocab.size)
+    grammar.fill_next_token_bitmasks(matchers, bitmask, threads=8)
+    one = grammar.allocate_token_bitmask(1, qwen2_vocab.size)
+    matcher = alone.matcher()
+    for position, token in enumerate(ids):
+        matcher.fill_next_token_bitmask(one)
+        assert torch.equal(bitmask[position], one[0]), position
+        assert matcher.accept_token(token)
+    assert len(ids) > 40
+
+
 def test_token_after_rejected_prefix_is_refused(qwen2_vocab) -> None:
     matcher = compile(ARITHMETIC, qwen2_vocab).matcher()
     assert not matcher.accept_bytes(b"1+*")
@@ -167,3 +202,79 @@ def test_grammar_is_simplified_before_engines() -> None:
     grammar_text = 'root ::= a | b\na ::= "x" a\nb ::= "y" c?\nc ::= ""\nunused ::= "z"'
     simplified = simplify(lower(parse_ebnf(grammar_text)))
     assert simplified.describe() == "root ::= b\nb ::= 'y'"
+
+
+def test_masks_along_pretty_printed_documents_equal_the_reference(
+    qwen2_tokenizer, qwen2_vocab
+) -> None:
+    """Along `json.dumps(indent=2)` instances the walks take every shortcut (white space
+    whose tokens die at their second byte, string slices, regions shared across grammars):
+    at each token boundary the native mask equals the reference engine's."""
+    import json
+
+    from tests.grammar.cfg.schema_instances import in_schema_order
+
+    constrained = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "maxLength": 3},
+            "name": {"type": "string", "pattern": "^[a-z ]+$"},
+            "note": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+        },
+    }
+    instance = {"code": "ab", "name": "lower case only", "note": 'Any "text"', "tags": ["x"]}
+    records = [dict(fixture_schemas())[name] for name in ("BFCL_simple_136", "JME_18")]
+    records.append({"schema": constrained, "tests": [{"valid": True, "data": instance}]})
+    checked = 0
+    for record in records:
+        schema = record["schema"]
+        native = compile(schema, qwen2_vocab, format="json-schema")
+        reference = compile(schema, qwen2_vocab, format="json-schema", backend="python")
+        valid = next(test["data"] for test in record["tests"] if test["valid"])
+        text = json.dumps(in_schema_order(valid, schema, schema), indent=2)
+        ids = qwen2_tokenizer.encode(text, add_special_tokens=False)
+        matchers = native.matcher(), reference.matcher()
+        for position, token_id in enumerate(ids):
+            before = qwen2_tokenizer.decode(ids[:position])
+            if position == 0 or before[-1] in ' \n"':
+                expected = matchers[1].allowed_tokens().numpy()
+                assert np.array_equal(native_mask(matchers[0]), expected), before
+                checked += 1
+            for matcher in matchers:
+                assert matcher.accept_token(token_id)
+    assert checked >= 20
+
+
+def test_masks_inside_names_of_several_words_equal_the_reference(qwen2_tokenizer, qwen2_vocab):
+    """A FunQL name's last word ends by reducing below what the top state's view shows: those
+    states take one more state of context so that their walk can come from the region cache.
+    The native mask equals the reference engine's at every token of names of one to three
+    words."""
+    native = compile(FUNQL, qwen2_vocab, format="ebnf")
+    reference = compile(FUNQL, qwen2_vocab, format="ebnf", backend="python")
+    queries = [
+        "answer(state(stateid('texas')))",
+        "answer(population_1(cityid('new york',_)))",
+        "answer(loc_1(placeid('mount mc kinley')))",
+    ]
+    for query in queries:
+        ids = qwen2_tokenizer.encode(query, add_special_tokens=False)
+        matchers = native.matcher(), reference.matcher()
+        for token_id in ids:
+            expected = matchers[1].allowed_tokens().numpy()
+            assert np.array_equal(native_mask(matchers[0]), expected), query
+            for matcher in matchers:
+                assert matcher.accept_token(token_id)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_simplified_grammars_are_a_fixed_point(name: str) -> None:
+    """One pass of each transform that changes nothing ends simplification: a second call
+    finds nothing left to remove."""
+    from cad.grammar.cfg.json_schema import schema_to_rules
+
+    source, kind = CASES[name]
+    rules = parse_ebnf(source) if kind == "ebnf" else schema_to_rules(source)
+    once = simplify(lower(rules))
+    assert simplify(once).describe() == once.describe()

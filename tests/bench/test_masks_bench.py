@@ -1,0 +1,31 @@
+"""The mask benchmark end to end on fixture schemas: runs repeated cold, the table giving
+the median over runs and the p99's range, and the JSON keeping every run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.masks import main
+from tests.grammar.cfg.schema_instances import FIXTURES
+
+
+def test_runs_are_combined_into_medians_with_the_p99_range(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "jsonschemabench").symlink_to(FIXTURES)
+    out = tmp_path / "masks"
+    argv = ["--data", str(data), "--schemas", "2", "--docs", "1", "--program-edits", "2",
+            "--tokenizers", "qwen2", "--engines", "cad", "--runs", "2", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    table = out.with_suffix(".md").read_text()
+    assert "median of 2 cold runs" in table
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["runs"] == 2
+    for per_engine in result["tokenizers"]["qwen2"]["workloads"].values():
+        row = per_engine["cad native"]
+        assert len(row["runs"]) == 2 and row["masks"] > 0
+        low, high = row["mask_p99_us_range"]
+        assert low <= row["mask_p99_us"] <= high
+        assert row["mask_p50_us"] <= row["mask_p99_us"]
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
