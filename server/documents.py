@@ -14,7 +14,9 @@ document marked as out of step, and edits of it are refused until the editor sen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from lsprotocol import types as lsp
 
@@ -22,10 +24,11 @@ from cad.resolver import Document
 from cad.server.text_edits import offset
 
 
-@dataclass
+@dataclass(frozen=True)
 class OpenDocument:
     """One open document: its text, the version the editor gave it, its language, and why
-    the server's copy is out of step with the editor's (``None`` while it is not)."""
+    the server's copy is out of step with the editor's (``None`` while it is not). A change
+    makes a new one, so a snapshot of the store never changes under its holder."""
 
     uri: str
     text: str
@@ -71,17 +74,20 @@ class DocumentStore:
         document = self._documents.get(params.text_document.uri)
         if document is None:
             return f"{params.text_document.uri} changed but is not open"
-        document.version = params.text_document.version
-        before = document.out_of_step
+        version = params.text_document.version
+        text, out_of_step = document.text, document.out_of_step
         for change in params.content_changes:
             if isinstance(change, lsp.TextDocumentContentChangeWholeDocument):
-                document.text, document.out_of_step = change.text, None
-            elif document.out_of_step is None:
+                text, out_of_step = change.text, None
+            elif out_of_step is None:
                 try:
-                    document.text = apply_change(document.text, change)
+                    text = apply_change(text, change)
                 except ValueError as exc:
-                    document.out_of_step = f"a change of version {document.version} failed: {exc}"
-        return document.out_of_step if document.out_of_step != before else None
+                    out_of_step = f"a change of version {version} failed: {exc}"
+        self._documents[document.uri] = replace(
+            document, text=text, version=version, out_of_step=out_of_step
+        )
+        return out_of_step if out_of_step != document.out_of_step else None
 
     def close(self, uri: str) -> None:
         """Forget a document the editor closed."""
@@ -90,3 +96,8 @@ class DocumentStore:
     def get(self, uri: str) -> OpenDocument | None:
         """The open document at ``uri``, if any."""
         return self._documents.get(uri)
+
+    def snapshot(self) -> Mapping[str, OpenDocument]:
+        """The open documents as they are now, by URI; later changes leave it as it is (a
+        request reads the documents as of its arrival)."""
+        return MappingProxyType(dict(self._documents))

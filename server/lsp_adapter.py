@@ -14,8 +14,15 @@ server changes what pygls gets wrong for it, each in one small place:
   tabs and Unicode line separators.
 - **Positions.** Always UTF-16, as LSP's default: the client's ``positionEncodings`` are not
   negotiated (pygls would pick UTF-8 for a client that lists it first).
-- **Cancelling.** ``$/cancelRequest`` also sets the running edit's cancel flag (pygls only
-  cancels a request that has not started); shutdown cancels the pending requests from a
+- **Commands see the documents as of their arrival.** pygls runs a command's handler as a
+  task that starts after the messages already read, so a ``didChange`` sent right behind a
+  request would be applied before the handler reads the document. ``executeCommand`` keeps a
+  ``ReceivedCommand`` when the request arrives: a snapshot of the open documents, the
+  client's progress token and the command's cancel flag.
+- **Cancelling.** ``$/cancelRequest`` also sets the command's cancel flag (pygls only
+  cancels the outer future; the handler's task runs on). Once a command has sent its edit to
+  the client it is *committed*: a later cancel no longer answers RequestCancelled, and the
+  request ends with what really happened. Shutdown cancels the pending requests from a
   snapshot of the table (pygls iterates the live table, which cancelling changes).
 - **Errors.** A response carries a one-line message and never a traceback in ``data``.
 
@@ -34,10 +41,12 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import attrs
+import numpy as np
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
@@ -45,7 +54,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from cad.server.documents import DocumentStore
+from cad.server.documents import DocumentStore, OpenDocument
 
 log = logging.getLogger("cad.serve")
 
@@ -78,6 +87,9 @@ RELIES_ON: dict[str, str] = {
     "LanguageServerProtocol.lsp_text_document__did_close": (
         "(self, params: 'types.DidCloseTextDocumentParams')"
     ),
+    "LanguageServerProtocol.lsp_work_done_progress_cancel": (
+        "(self, params: 'types.WorkDoneProgressCancelParams')"
+    ),
     "LanguageServerProtocol.lsp_workspace__execute_command": (
         "(self, params: 'types.ExecuteCommandParams') -> 'Generator[Any, Any, Any]'"
     ),
@@ -103,16 +115,39 @@ COPIED_FROM_PYGLS: dict[str, str] = {
 pygls 2.1.1: when pygls changes one, the copy must be looked at again."""
 
 
+@dataclass
+class ReceivedCommand:
+    """A ``workspace/executeCommand`` request as it arrived: the open documents at that
+    moment (no later ``didChange`` reaches them), the token its progress is reported on (the
+    one the client sent with it, until the handler creates one), its cancel flag (set by
+    ``$/cancelRequest``, by cancelling its progress and by whatever else cancels the
+    command), and whether it is ``committed``: its edit went to the client, so cancelling it
+    can no longer take that back."""
+
+    documents: Mapping[str, OpenDocument]
+    progress_token: lsp.ProgressToken | None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    committed: bool = False
+
+    def commit(self) -> bool:
+        """Mark the command committed unless it was cancelled; whether it now is. Called on
+        the event loop right before the edit is sent, so a cancel handled earlier always
+        wins and one handled later finds the command committed."""
+        if self.cancelled.is_set():
+            return False
+        self.committed = True
+        return True
+
+
 class CadProtocol(LanguageServerProtocol):
-    """pygls's protocol with the server's documents, UTF-16 positions, cancel flags that
-    reach running edits, a shutdown that is safe while an edit runs, the client's progress
-    token of a command kept for its handler, and one-line error responses."""
+    """pygls's protocol with the server's documents, UTF-16 positions, commands that read the
+    documents as of their arrival, cancel flags that reach running commands, a shutdown
+    that is safe while an edit runs, and one-line error responses."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.documents = DocumentStore()
-        self.cancel_flags: dict[Any, threading.Event] = {}
-        self.client_progress_tokens: dict[Any, lsp.ProgressToken] = {}
+        self.commands: dict[Any, ReceivedCommand] = {}
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
@@ -141,20 +176,38 @@ class CadProtocol(LanguageServerProtocol):
 
     @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Any:
-        """pygls's command dispatch; a ``workDoneToken`` the client sent with the request is
-        kept under the request's id, so the edit reports progress on the client's token."""
-        if params.work_done_token is not None:
-            self.client_progress_tokens[self.current_request_id()] = params.work_done_token
+        """pygls's command dispatch, after keeping the request as it arrived (runs before any
+        later message is handled)."""
+        self.commands[self.current_request_id()] = ReceivedCommand(
+            self.documents.snapshot(), params.work_done_token
+        )
         return (yield from super().lsp_workspace__execute_command(params))
 
-    def take_client_progress_token(self) -> lsp.ProgressToken | None:
-        """The progress token the client sent with the running command, if any (once)."""
-        return self.client_progress_tokens.pop(self.current_request_id(), None)
+    def received_command(self) -> ReceivedCommand:
+        """The running command's request as it arrived (call from its handler)."""
+        return self.commands[self.current_request_id()]
+
+    @lsp_method(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def lsp_work_done_progress_cancel(self, params: lsp.WorkDoneProgressCancelParams) -> None:
+        """Cancel the commands reporting progress on the token at once, even before their
+        progress began (pygls would only cancel the token's future, whose callbacks run on a
+        later turn of the loop, and ignores a token whose progress has not begun)."""
+        for command in self.commands.values():
+            if command.progress_token == params.token and not command.committed:
+                command.cancelled.set()
+        if params.token in self.progress.tokens:
+            super().lsp_work_done_progress_cancel(params)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        flag = self.cancel_flags.get(msg_id)
-        if flag is not None:
-            flag.set()
+        """Cancel a request: set its command's cancel flag, and let pygls answer it with
+        RequestCancelled, unless the command is committed (then it is answered with its
+        outcome)."""
+        command = self.commands.get(msg_id)
+        if command is not None:
+            if command.committed:
+                log.info("request %s: the edit was already sent; it is not cancelled", msg_id)
+                return
+            command.cancelled.set()
         super()._handle_cancel_notification(msg_id)
 
     @lsp_method(lsp.SHUTDOWN)
@@ -173,8 +226,10 @@ class CadProtocol(LanguageServerProtocol):
     def _send_response(
         self, msg_id: Any, result: Any | None = None, error: lsp.ResponseError | None = None
     ) -> None:
-        """Send a response; an error keeps the first line of its message and no ``data``
-        (pygls puts a traceback there), which goes to the log instead."""
+        """Send a response (and forget the command it answers); an error keeps the first line
+        of its message and no ``data`` (pygls puts a traceback there), which goes to the log
+        instead."""
+        self.commands.pop(msg_id, None)
         if error is not None:
             if error.data is not None:
                 log.debug("error data of the response to %s: %s", msg_id, error.data)
@@ -236,6 +291,12 @@ def dispatch(protocol: CadProtocol, body: bytes) -> None:
         log.warning("a message is not JSON (%s); answered with a parse error", one_line(exc))
         protocol.send_error(None, PARSE_ERROR, f"the message is not JSON ({one_line(exc)})")
         return
+    except RecursionError:
+        log.warning("a message is nested too deeply to read; answered with InvalidRequest")
+        protocol.send_error(
+            top_level_id(body), INVALID_REQUEST, "the message is nested too deeply to read"
+        )
+        return
     request_id = data.get("id") if isinstance(data, dict) else None
     method = data.get("method") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
@@ -265,7 +326,35 @@ def dispatch(protocol: CadProtocol, body: bytes) -> None:
             protocol.send_error(request_id, -32603, f"{method} failed ({one_line(exc)})")
 
 
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ID_MEMBER = re.compile(rb'"id"\s*:\s*')
+
+
+def top_level_id(body: bytes) -> Any:
+    """The ``id`` member of the top-level object of a JSON body too deeply nested for
+    ``json.loads`` (``None`` when there is none), so even that request gets its answer. Runs
+    in linear time: strings are masked, bracket depth is a running sum."""
+    masked = _STRING.sub(lambda found: b'"' + b" " * (len(found.group()) - 2) + b'"', body)
+    steps = np.frombuffer(masked, dtype=np.uint8)
+    depth = np.cumsum(
+        np.isin(steps, (ord("{"), ord("["))).astype(np.int64)
+        - np.isin(steps, (ord("}"), ord("]"))).astype(np.int64)
+    )
+    for found in _ID_MEMBER.finditer(body):
+        at = found.start()
+        if at == 0 or depth[at - 1] != 1 or masked[at : at + 4] != b'"  "':
+            continue  # inside a string, or a member of a nested object
+        tail = body[found.end() : found.end() + 200].decode("utf-8", "replace")
+        try:
+            value, _ = json.JSONDecoder().raw_decode(tail)
+        except ValueError:
+            return None
+        return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+    return None
+
+
 _HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*\r?\n")
+_LENGTH_DIGITS = 18
 _GLUED_LENGTH = re.compile(rb"Content-Length:[ \t]*\d+[ \t]*\r\n$", re.IGNORECASE)
 
 
@@ -352,6 +441,9 @@ class FrameReader:
                     value = header.group(2)
                     if not value.isdigit():
                         problem = f"Content-Length {value[:20].decode('latin-1')!r} is not a length"
+                        break
+                    if len(value) > _LENGTH_DIGITS:  # int() refuses thousands of digits
+                        problem = f"a Content-Length of {len(value)} digits is over the limit"
                         break
                     length = int(value)
             if problem is None and length is None:

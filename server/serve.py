@@ -2,8 +2,9 @@
 
 Decoding runs in one worker thread per model (edits are serialised, the event loop never
 blocks); every edit has a cancel flag that work-done-progress cancellation, ``$/cancelRequest``,
-a newer edit of the same document and shutdown all set. Nothing is applied unless the edit
-finished and the document still has the version it was decoded from.
+a newer edit of the same document and shutdown all set. An edit reads the document as it was
+when its request arrived, and nothing is applied unless the edit finished, was not cancelled
+before it was sent, and the document still has that version.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from cad.cli_text import plural
 from cad.errors import UserError
 from cad.files import MAX_TEXT_BYTES, describe_size
 from cad.resolver import Document, ProgramError, format_program, parse, resolve
-from cad.server.lsp_adapter import CadProtocol, serve_stdio, serve_tcp
+from cad.server.lsp_adapter import CadProtocol, ReceivedCommand, serve_stdio, serve_tcp
 from cad.server.modes import EditMode
 from cad.server.snap import language_of, snap_lines
 from cad.server.syntax_setting import SyntaxChoice, SyntaxPlan, choose_language, plan_syntax
@@ -328,9 +329,9 @@ def build_server() -> tuple[LanguageServer, CadServer]:
     @ls.command(APPLY_EDIT)
     async def apply_edit(*arguments: Any) -> dict[str, Any]:
         protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
-        client_token = protocol.take_client_progress_token()
+        received = protocol.received_command()
         try:
-            return await run_edit(cad, parse_request(list(arguments)), client_token)
+            return await run_edit(cad, parse_request(list(arguments)), received)
         except JsonRpcException as exc:
             log.warning("%s: %s", APPLY_EDIT, exc.message)
             raise
@@ -341,14 +342,16 @@ def build_server() -> tuple[LanguageServer, CadServer]:
 
 
 async def run_edit(
-    cad: CadServer, request: EditRequest, client_token: lsp.ProgressToken | None = None
+    cad: CadServer, request: EditRequest, received: ReceivedCommand
 ) -> dict[str, Any]:
-    """Decode (or take) the edit of the document's region, and apply it as minimal edits if
-    the document did not change meanwhile. Progress goes to ``client_token`` when the client
-    sent one with its request, else to a token the server creates."""
+    """Decode (or take) the edit of the document's region as it was when the request
+    arrived, and apply it as minimal edits for that version, if the document did not change
+    meanwhile and the request was not cancelled before the edit was sent. Progress goes to
+    the client's token when it sent one with its request, else to a token the server
+    creates."""
     ls = cad.ls
     protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
-    document = protocol.documents.get(request.uri)
+    document = received.documents.get(request.uri)
     if document is None:
         raise JsonRpcInvalidParams(f"cad.applyEdit: {request.uri} is not open in the editor")
     if document.out_of_step is not None:
@@ -381,19 +384,23 @@ async def run_edit(
     previous = cad.running.get(request.uri)
     if previous is not None:
         previous.set()
-    flag = threading.Event()
+    flag = received.cancelled
     cad.running[request.uri] = flag
-    request_id = protocol.current_request_id()
-    protocol.cancel_flags[request_id] = flag
+    client_token = received.progress_token
     token = client_token if client_token is not None else str(uuid.uuid4())
+    received.progress_token = token
     loop = cad.loop = asyncio.get_running_loop()
-    progress = await _begin_progress(ls, token, flag, created=client_token is not None)
+    progress = False
     try:
+        progress = await _begin_progress(ls, token, flag, created=client_token is not None)
         cad.status("editing")
         report = _reporter(ls, loop, token, job.mode) if progress else None
-        outcome = await loop.run_in_executor(cad.executor, _decide, cad, job, flag, report)
+        outcome = (
+            None
+            if flag.is_set()
+            else await loop.run_in_executor(cad.executor, _decide, cad, job, flag, report)
+        )
     finally:
-        protocol.cancel_flags.pop(request_id, None)
         if cad.running.get(request.uri) is flag:
             del cad.running[request.uri]
         if progress:
@@ -404,8 +411,12 @@ async def run_edit(
         raise outcome
     cad.status("ready")
     if outcome is None:
-        reason = "superseded" if cad.running.get(request.uri) not in (None, flag) else "cancelled"
-        return {"applied": False, "program": "", "stats": {}, "reason": reason}
+        return {
+            "applied": False,
+            "program": "",
+            "stats": {},
+            "reason": _not_applied(cad, request.uri, flag),
+        }
     new_text = splice(text, start, end, outcome.text)
     edits = text_edits(text, new_text)
     result: dict[str, Any] = {"applied": False, "program": outcome.program, "stats": outcome.stats}
@@ -422,6 +433,8 @@ async def run_edit(
         return {**result, "reason": "document changed"}
     if request.dry_run:
         return {**result, "edits": [CONVERTER.unstructure(e) for e in edits], "version": version}
+    if not received.commit():
+        return {**result, "reason": _not_applied(cad, request.uri, flag)}
     if not edits:
         return {**result, "applied": True}
     response = await ls.workspace_apply_edit_async(
@@ -439,15 +452,29 @@ async def run_edit(
             ),
         )
     )
-    return {
-        **result,
-        "applied": bool(response.applied),
-        **(
-            {}
-            if response.applied
-            else {"reason": response.failure_reason or "rejected by the editor"}
-        ),
-    }
+    if response.applied:
+        return {**result, "applied": True}
+    return {**result, "reason": _refusal(protocol, request.uri, version, response)}
+
+
+def _not_applied(cad: CadServer, uri: str, flag: threading.Event) -> str:
+    """Why a cancelled edit was not applied: a newer edit of the document superseded it, or
+    it was cancelled."""
+    return "superseded" if cad.running.get(uri) not in (None, flag) else "cancelled"
+
+
+def _refusal(
+    protocol: CadProtocol, uri: str, version: int, response: lsp.ApplyWorkspaceEditResult
+) -> str:
+    """Why the editor refused the edit: its own reason, else ``document changed`` when the
+    document moved past the edit's version (a change was on its way to the server), else
+    that the editor rejected it."""
+    if response.failure_reason:
+        return response.failure_reason
+    current = protocol.documents.get(uri)
+    if current is None or current.version != version:
+        return "document changed"
+    return "rejected by the editor"
 
 
 def check_model_input(region_text: str, first_line: int) -> None:

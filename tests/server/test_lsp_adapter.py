@@ -48,6 +48,7 @@ BAD_FRAMES = {
     "shorter than the body": b"Content-Length: 5\r\n\r\n" + body({"id": 99, "method": "shutdown"}),
     "no header at all": b"garbage without a line end",
     "over the limit": b"Content-Length: 1000000000000\r\n\r\n",
+    "thousands of digits": b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n",
 }
 
 
@@ -68,7 +69,30 @@ def test_bad_frames_are_skipped_and_every_later_request_is_answered(tmp_path: Pa
     assert "Content-Length '-5' is not a length" in log
     assert "has no Content-Length header" in log
     assert "a message of 1000000000000 bytes is over the limit of 33554432" in log
+    assert "a Content-Length of 5000 digits is over the limit" in log
     assert "Traceback" not in log
+
+
+def test_a_deeply_nested_request_is_answered_with_its_id(tmp_path: Path) -> None:
+    server = RawServer(tmp_path / "log")
+    server.initialize()
+    server.open(URI, TEXT)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    frames = {
+        41: b'{"jsonrpc": "2.0", "method": "workspace/executeCommand", "params": {"command": '
+        b'"cad.applyEdit", "arguments": ' + deep + b'}, "id": 41}',
+        "s": b'{"id": "s", "jsonrpc": "2.0", "method": "cad.x", "params": ' + deep + b"}",
+    }
+    for request_id, frame in frames.items():
+        server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(frame) + frame)
+        assert server.answer(request_id)["error"] == {
+            "code": -32600,
+            "message": "the message is nested too deeply to read",
+        }
+    assert ask(server, 42)["result"]["edits"]
+    code, _ = server.close()
+    assert code == 0
+    assert "Traceback" not in server.log()
 
 
 def test_a_large_message_is_skipped_without_holding_it(tmp_path: Path) -> None:
@@ -219,6 +243,7 @@ def test_pygls_attributes_and_builtin_features_are_the_adapters() -> None:
         lsp.TEXT_DOCUMENT_DID_CHANGE: "lsp_text_document__did_change",
         lsp.TEXT_DOCUMENT_DID_CLOSE: "lsp_text_document__did_close",
         lsp.WORKSPACE_EXECUTE_COMMAND: "lsp_workspace__execute_command",
+        lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL: "lsp_work_done_progress_cancel",
     }
     for method, attribute in overridden.items():
         handler = protocol.fm.builtin_features[method]
