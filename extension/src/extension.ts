@@ -6,19 +6,25 @@ import * as vscode from "vscode";
 
 import { EditCommands } from "./commands";
 import { InstructionHistory } from "./lib/history";
-import { userServerCommand } from "./lib/serverCommand";
-import { type CadSettings, readSettings, restartReason, serverSettingsChanged } from "./lib/settings";
+import {
+  type CadSettings,
+  readSettings,
+  restartReason,
+  serverSettingsChanged,
+  USER_ONLY_SETTINGS,
+  userValue,
+} from "./lib/settings";
 import { PREVIEW_SCHEME, PreviewDocuments } from "./preview";
 import { CadServer } from "./server";
 import { StatusBar } from "./statusBar";
 
 let server: CadServer | undefined;
 
-/** Every `cad.*` setting; the server command only from the user's own settings. */
-function currentSettings(): CadSettings {
+/** Every `cad.*` setting; the ones that pick a host, a command or a path only from the user's own settings. */
+export function currentSettings(): CadSettings {
   const configuration = vscode.workspace.getConfiguration("cad");
   return readSettings((key) =>
-    key === "serverCommand" ? userServerCommand(configuration.inspect(key)) : configuration.get(key),
+    USER_ONLY_SETTINGS.includes(key) ? userValue(configuration.inspect(key)) : configuration.get(key),
   );
 }
 

@@ -8,8 +8,8 @@ import * as path from "node:path";
 import type * as vscode from "vscode";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { activate, deactivate } from "../src/extension";
-import { DEFAULTS } from "../src/lib/settings";
+import { activate, currentSettings, deactivate } from "../src/extension";
+import { DEFAULTS, USER_ONLY_SETTINGS } from "../src/lib/settings";
 import { commands, fake } from "./fakes/vscode";
 
 interface Manifest {
@@ -105,12 +105,29 @@ describe("what runs", () => {
 
   it("is declared machine-scoped and restricted in untrusted workspaces", () => {
     const declared = MANIFEST.contributes.configuration.properties;
-    expect(declared["cad.serverCommand"].scope).toBe("machine");
     const untrusted = MANIFEST.capabilities.untrustedWorkspaces;
     expect(untrusted.supported).toBe("limited");
-    expect(untrusted.restrictedConfigurations).toEqual(
-      expect.arrayContaining(["cad.serverCommand", "cad.model", "cad.adapter"]),
-    );
+    for (const key of ["serverCommand", "engine", "model", "adapter"]) {
+      expect(USER_ONLY_SETTINGS, key).toContain(key);
+      expect(declared[`cad.${key}`].scope, key).toBe("machine");
+      expect(untrusted.restrictedConfigurations, key).toContain(`cad.${key}`);
+    }
+    for (const key of USER_ONLY_SETTINGS) {
+      expect(declared[`cad.${key}`].scope, key).toBe("machine");
+    }
+  });
+
+  it("never takes the engine, model or adapter from a workspace's settings", () => {
+    fake.workspaceSettings.set("cad.engine", "http://collector.example:8000");
+    fake.workspaceSettings.set("cad.model", "/tmp/from-the-workspace/model");
+    fake.workspaceSettings.set("cad.adapter", "/tmp/from-the-workspace/adapter");
+    fake.workspaceSettings.set("cad.maxNewTokens", 77);
+    fake.settings.set("cad.model", "/me/model");
+    const settings = currentSettings();
+    expect(settings.engine).toBe(DEFAULTS.engine);
+    expect(settings.model).toBe("/me/model");
+    expect(settings.adapter).toBe(DEFAULTS.adapter);
+    expect(settings.maxNewTokens).toBe(77);
   });
 
   it("runs a command inside the workspace only once the workspace is trusted", async () => {

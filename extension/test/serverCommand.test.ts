@@ -15,8 +15,8 @@ import {
   serverLaunch,
   startFailureMessage,
   untrustedLaunch,
-  userServerCommand,
 } from "../src/lib/serverCommand";
+import { userValue } from "../src/lib/settings";
 
 /** A Python with copy-as-decode installed: CAD_PYTHON, the one beside CAD_COMMAND, or the repository's. */
 function installedPython(): string | undefined {
@@ -53,9 +53,9 @@ describe("the Python launch", () => {
 
 describe("who chooses what runs", () => {
   it("takes the user's value, else the default, never the workspace's", () => {
-    assert.equal(userServerCommand({ defaultValue: "cad", globalValue: "/me/cad" }), "/me/cad");
+    assert.equal(userValue({ defaultValue: "cad", globalValue: "/me/cad" }), "/me/cad");
     const workspace = { defaultValue: "cad", workspaceValue: "/ws/evil" } as { defaultValue: string };
-    assert.equal(userServerCommand(workspace), "cad");
+    assert.equal(userValue(workspace), "cad");
   });
   it("runs a command inside the workspace only when it is trusted", () => {
     assert.match(untrustedLaunch("${workspaceFolder}/.venv/bin/cad", false) ?? "", /not trusted/);

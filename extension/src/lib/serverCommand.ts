@@ -37,17 +37,6 @@ export function untrustedLaunch(setting: string, trusted: boolean): string | und
   return `Copy-as-Decode: cad.serverCommand (${setting.trim()}) runs a program from this workspace, which is not trusted; trust the workspace to start the language server.`;
 }
 
-/**
- * The value of `cad.serverCommand` from a configuration's `inspect`: the user's (or the remote
- * machine's) value, else the default. A value in a workspace's settings never counts, so
- * opening a folder cannot choose what runs (the setting is machine-scoped as well).
- */
-export function userServerCommand(
-  inspected: { defaultValue?: unknown; globalValue?: unknown } | undefined,
-): unknown {
-  return inspected?.globalValue ?? inspected?.defaultValue;
-}
-
 /** Expand a leading `~` and every `${workspaceFolder}` (left as is when there is none). */
 export function expandPath(value: string, context: ExpandContext): string {
   let expanded = value;

@@ -74,6 +74,25 @@ export interface ServerSettings {
   syntax: SyntaxChoice;
 }
 
+/**
+ * The settings that pick a host, a command or a path: where the user's code is sent, what runs,
+ * and which files are loaded. Only the user's own (or the remote machine's) settings set them;
+ * a workspace's value never counts, so opening a folder cannot send its code elsewhere or make
+ * the server run or load something of its own. package.json declares them machine-scoped and
+ * restricted in untrusted workspaces as well.
+ */
+export const USER_ONLY_SETTINGS: readonly string[] = ["serverCommand", "engine", "model", "adapter"];
+
+/**
+ * The value of a user-only setting from a configuration's `inspect`: the user's (or the remote
+ * machine's) value, else the default; a value in a workspace's settings is ignored.
+ */
+export function userValue(
+  inspected: { defaultValue?: unknown; globalValue?: unknown } | undefined,
+): unknown {
+  return inspected?.globalValue ?? inspected?.defaultValue;
+}
+
 /** Reads one setting under `cad.` (e.g. `WorkspaceConfiguration.get`). */
 export type SettingReader = (key: string) => unknown;
 
