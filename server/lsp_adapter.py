@@ -48,7 +48,7 @@ from typing import Any, BinaryIO
 import attrs
 import numpy as np
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
@@ -61,7 +61,11 @@ log = logging.getLogger("cad.serve")
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """The largest message read; a larger one is skipped (and logged)."""
 MAX_HEADER_LINE = 8192
+MAX_ERROR_CHARS = 500
+"""The longest error message sent or logged for one message."""
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+_TOO_MANY_DIGITS = "Exceeds the limit"
+"""What ``json.loads`` says of an integer of more digits than Python converts."""
 
 RELIES_ON: dict[str, str] = {
     "JsonRPCProtocol._handle_cancel_notification": "(self, msg_id: 'MsgId')",
@@ -178,9 +182,12 @@ class CadProtocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams) -> Any:
         """pygls's command dispatch, after keeping the request as it arrived (runs before any
         later message is handled)."""
-        self.commands[self.current_request_id()] = ReceivedCommand(
-            self.documents.snapshot(), params.work_done_token
-        )
+        token = params.work_done_token
+        if token is not None and (isinstance(token, bool) or not isinstance(token, int | str)):
+            raise JsonRpcInvalidParams(
+                f"{lsp.WORKSPACE_EXECUTE_COMMAND}: 'workDoneToken' must be a number or text"
+            )
+        self.commands[self.current_request_id()] = ReceivedCommand(self.documents.snapshot(), token)
         return (yield from super().lsp_workspace__execute_command(params))
 
     def received_command(self) -> ReceivedCommand:
@@ -227,14 +234,16 @@ class CadProtocol(LanguageServerProtocol):
         self, msg_id: Any, result: Any | None = None, error: lsp.ResponseError | None = None
     ) -> None:
         """Send a response (and forget the command it answers); an error keeps the first line
-        of its message and no ``data`` (pygls puts a traceback there), which goes to the log
-        instead."""
+        of its message, at most ``MAX_ERROR_CHARS`` of it, and no ``data`` (pygls puts a
+        traceback there), which goes to the log instead."""
         self.commands.pop(msg_id, None)
         if error is not None:
             if error.data is not None:
                 log.debug("error data of the response to %s: %s", msg_id, error.data)
             lines = str(error.message).strip().splitlines()
-            error = lsp.ResponseError(code=error.code, message=lines[0] if lines else "error")
+            error = lsp.ResponseError(
+                code=error.code, message=shorten(lines[0] if lines else "error")
+            )
         super()._send_response(msg_id, result=result, error=error)
 
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
@@ -267,6 +276,11 @@ class CadProtocol(LanguageServerProtocol):
         return self._converter.structure(data, kind)
 
 
+def shorten(text: str) -> str:
+    """``text`` cut to ``MAX_ERROR_CHARS`` characters (a message may quote a huge value)."""
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
 def one_line(exc: BaseException) -> str:
     """A short, one-line description of why a message's parameters did not fit."""
     from cattrs import transform_error
@@ -288,8 +302,9 @@ def dispatch(protocol: CadProtocol, body: bytes) -> None:
     try:
         data = json.loads(body)
     except ValueError as exc:
-        log.warning("a message is not JSON (%s); answered with a parse error", one_line(exc))
-        protocol.send_error(None, PARSE_ERROR, f"the message is not JSON ({one_line(exc)})")
+        reason = "a number has too many digits" if _TOO_MANY_DIGITS in str(exc) else one_line(exc)
+        log.warning("a message is not JSON (%s); answered with a parse error", reason)
+        protocol.send_error(top_level_id(body), PARSE_ERROR, f"the message is not JSON ({reason})")
         return
     except RecursionError:
         log.warning("a message is nested too deeply to read; answered with InvalidRequest")
@@ -331,9 +346,10 @@ _ID_MEMBER = re.compile(rb'"id"\s*:\s*')
 
 
 def top_level_id(body: bytes) -> Any:
-    """The ``id`` member of the top-level object of a JSON body too deeply nested for
-    ``json.loads`` (``None`` when there is none), so even that request gets its answer. Runs
-    in linear time: strings are masked, bracket depth is a running sum."""
+    """The ``id`` member of the top-level object of a body ``json.loads`` refused (nested too
+    deeply, a number of thousands of digits, a syntax error after the id), ``None`` when none
+    can be found, so such a request still gets its answer. Runs in linear time: strings are
+    masked, bracket depth is a running sum."""
     masked = _STRING.sub(lambda found: b'"' + b" " * (len(found.group()) - 2) + b'"', body)
     steps = np.frombuffer(masked, dtype=np.uint8)
     depth = np.cumsum(

@@ -32,7 +32,13 @@ from cad.cli_text import plural
 from cad.errors import UserError
 from cad.files import MAX_TEXT_BYTES, describe_size
 from cad.resolver import Document, ProgramError, format_program, parse, resolve
-from cad.server.lsp_adapter import CadProtocol, ReceivedCommand, serve_stdio, serve_tcp
+from cad.server.lsp_adapter import (
+    CadProtocol,
+    ReceivedCommand,
+    serve_stdio,
+    serve_tcp,
+    shorten,
+)
 from cad.server.modes import EditMode
 from cad.server.snap import language_of, snap_lines
 from cad.server.syntax_setting import SyntaxChoice, SyntaxPlan, choose_language, plan_syntax
@@ -227,6 +233,11 @@ def parse_request(arguments: Any) -> EditRequest:
         raise JsonRpcInvalidParams("cad.applyEdit: 'program' must be program text")
     if not isinstance(instruction, str) or (program is None and not instruction.strip()):
         raise JsonRpcInvalidParams("cad.applyEdit: 'instruction' must say what to change")
+    if _LONE_SURROGATE.search(instruction) is not None:
+        raise JsonRpcInvalidParams(
+            "cad.applyEdit: 'instruction' holds a lone UTF-16 surrogate, which is not text a "
+            "model can read; fix that character"
+        )
     if not isinstance(arguments.get("snap", False), bool):
         raise JsonRpcInvalidParams("cad.applyEdit: 'snap' must be true or false")
     dry_run = arguments.get("dryRun", False)
@@ -333,7 +344,7 @@ def build_server() -> tuple[LanguageServer, CadServer]:
         try:
             return await run_edit(cad, parse_request(list(arguments)), received)
         except JsonRpcException as exc:
-            log.warning("%s: %s", APPLY_EDIT, exc.message)
+            log.warning("%s: %s", APPLY_EDIT, shorten(exc.message))
             raise
         except Exception as exc:  # never a traceback in a response; it goes to the log
             raise failure(exc, cad.settings) from None
