@@ -1,27 +1,56 @@
-"""Reading user files strictly and writing them atomically, as an editor does.
+"""Reading user files strictly, and writing them so that a file holds its old bytes or its new
+ones, exactly, whatever stops the write.
 
 Reading checks that the path is a regular file of a bounded size before reading a byte, so
 a device (``/dev/zero``), a pipe or a huge log cannot make a command read without end.
-Writing goes through symbolic links to their target, keeps the file's mode, owner and hard
-links, refuses a file the user may not write, and never leaves a half-written file: the new
-text goes to a temporary file in the same folder that replaces the file by a rename. Only a
-file with several hard links, or one whose owner the user could not keep, is overwritten in
-place instead (a rename would split the links or change the owner), with SIGINT and SIGTERM
-held back while it is written. A temporary file that a killed writer left behind is swept
-by the next write of the same file.
+
+Writing goes through symbolic links to their target, keeps the file's mode, owner, extended
+attributes and hard links, and refuses a file the user may not write. An error, SIGINT,
+SIGTERM, SIGKILL or a crash of the machine at any point leaves the file with its old bytes or
+its new ones:
+
+* A file is replaced by a rename: the new text goes to a temporary file in the same folder,
+  ``.NAME.PID.XXXXXXXX.cad-tmp``, which gets the file's owner, mode and extended attributes
+  (those the user may set: ``user.*`` always, ``security.*`` and ``trusted.*`` with the
+  privileges they need) and is flushed to disk before the rename.
+* A file with several hard links, or one whose owner the user could not keep, is written in
+  place instead (a rename would split the links or change the owner), through a journal: the
+  new and the old bytes go to ``.NAME.cad-journal`` beside the file, flushed to disk, before
+  the file is overwritten, and the journal is removed once the file is on disk. A journal
+  left behind means the write was stopped: the next read or write of the file, and the next
+  write of any file in its folder, finishes it (copies the new bytes in). If the file has
+  changed since in any other way, its read or write refuses, naming the journal to remove,
+  rather than overwrite that change. In a folder the user cannot write there is no room for
+  the journal, so such a write is refused.
+* SIGINT and SIGTERM are held back whenever a write creates, renames or removes a file, and
+  let through only while the write can still be undone: then the temporary file is removed
+  and the signal goes on (a handler the program installed runs; the default action still
+  ends the process with the signal's status). One that arrives after that point waits until
+  the write is complete. Handlers can only be set in the main thread: a write in another
+  thread that a signal ends relies on the sweep below.
+* A temporary file that a killed writer left behind is removed by the next write in its
+  folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import hashlib
+import json
 import os
 import re
 import signal
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import NoReturn
 
 from cad.errors import UserError
 
@@ -32,7 +61,17 @@ MAX_CORPUS_BYTES = 1024 * 1024 * 1024
 """The largest edit corpus (JSONL) read at once."""
 
 TEMP_SUFFIX = ".cad-tmp"
+JOURNAL_SUFFIX = ".cad-journal"
+_JOURNAL_FORMAT = 1
 _LEGACY_TEMP_AGE_S = 3600.0
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+_TEMP_WITH_PID = re.compile(rf"\.(.+)\.(\d+)\.[A-Za-z0-9_]+{re.escape(TEMP_SUFFIX)}")
+_TEMP_WITHOUT_PID = re.compile(rf"\..+\.[A-Za-z0-9_]{{8}}{re.escape(TEMP_SUFFIX)}")
+_XATTR_NOT_KEPT = frozenset(
+    {errno.EPERM, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EINVAL, errno.ENODATA}
+)
+"""Why an extended attribute may be left out: the file system has none, or the user may not
+set that namespace (``security.*``, ``trusted.*`` without privileges), or it went away."""
 
 
 def describe_size(size: int) -> str:
@@ -48,7 +87,9 @@ def describe_size(size: int) -> str:
 def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """Read a UTF-8 text file exactly (line endings and BOM kept). Refuses, with a
     ``UserError`` naming the file, anything but a regular file, a file over ``max_bytes``,
-    a binary file and text that is not UTF-8."""
+    a binary file and text that is not UTF-8. A stopped in-place write of the file is
+    finished first, so what is read is never half old, half new."""
+    _finish_stopped_write(Path(os.path.realpath(path)), path)
     try:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):
@@ -87,26 +128,28 @@ def _too_large(path: Path, size: int, limit: int) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace the file at ``path`` (through symbolic links) with ``text`` in UTF-8, so that
-    readers see the old file or the new one, never a part; a new file is created. Mode,
-    owner and hard links are kept where the user may keep them. A ``UserError`` says why
-    nothing was written: a read-only file, a folder the user cannot write, and so on."""
+    the file holds its old bytes or the new ones whatever stops the write (see the module's
+    description); a new file is created. Mode, owner, extended attributes and hard links are
+    kept where the user may keep them. A ``UserError`` says why nothing was written: a
+    read-only file, a folder the user cannot write, an earlier stopped write of the file
+    that cannot be finished, and so on."""
     target = Path(os.path.realpath(path))
+    _tidy_folder(target, path)
     info = _existing(target, path)
     data = text.encode("utf-8")
-    _sweep_stale_temp_files(target)
     if info is not None and info.st_nlink > 1:
-        _overwrite_in_place(target, path, data)
+        _write_in_place(target, path, data)
         return
     try:
         _replace(target, data, info)
     except _OwnerNotKept:
-        _overwrite_in_place(target, path, data)
+        _write_in_place(target, path, data)
     except PermissionError as exc:
         if info is None:
             raise UserError(
                 f"{path}: cannot write in {target.parent} ({exc.strerror}); nothing was written"
             ) from None
-        _overwrite_in_place(target, path, data)
+        _write_in_place(target, path, data)
     except FileNotFoundError:
         raise UserError(f"{path}: folder {target.parent} does not exist") from None
     except OSError as exc:
@@ -119,11 +162,14 @@ def check_writable(path: Path) -> None:
     """Raise the ``UserError`` that ``write_atomic(path, ...)`` would raise for the file
     itself or its folder, before any work is spent on what to write."""
     target = Path(os.path.realpath(path))
-    if _existing(target, path) is None:
+    info = _existing(target, path)
+    if info is None:
         if not target.parent.is_dir():
             raise UserError(f"{path}: folder {target.parent} does not exist")
         if not os.access(target.parent, os.W_OK | os.X_OK):
             raise UserError(f"{path}: cannot write in {target.parent} (Permission denied)")
+    elif info.st_nlink > 1 and not os.access(target.parent, os.W_OK | os.X_OK):
+        raise UserError(_no_room_for_journal(path, target, "Permission denied"))
 
 
 def _existing(target: Path, path: Path) -> os.stat_result | None:
@@ -154,26 +200,38 @@ class _OwnerNotKept(Exception):
 
 
 def _replace(target: Path, data: bytes, info: os.stat_result | None) -> None:
-    """Write ``data`` to a temporary file beside ``target``, give it ``target``'s mode and
-    owner, and rename it over ``target``."""
-    fd, name = tempfile.mkstemp(
+    """Write ``data`` to a temporary file beside ``target``, give it ``target``'s owner,
+    mode and extended attributes, and rename it over ``target``. The temporary file is
+    created with SIGINT and SIGTERM held, so it exists only where its removal is sure to
+    run."""
+    with _StopSignals() as stops:
+        fd, name = _create_temp(target)
+        try:
+            try:
+                with stops.let_through():
+                    _write_all(fd, data)
+                    if info is None:
+                        os.fchmod(fd, 0o666 & ~_umask())
+                    else:
+                        _keep_owner(fd, info)
+                        os.fchmod(fd, stat.S_IMODE(info.st_mode))
+                        _copy_xattrs(target, fd)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(name, target)
+        except BaseException:
+            _remove(Path(name))
+            raise
+    _sync_folder(target.parent)
+
+
+def _create_temp(target: Path) -> tuple[int, str]:
+    """A new, empty temporary file beside ``target`` (named after it and this process, so
+    the sweep knows when its writer is gone): its descriptor and path."""
+    return tempfile.mkstemp(
         prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent
     )
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if info is None:
-                os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            else:
-                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
-                _keep_owner(handle.fileno(), info)
-            os.fsync(handle.fileno())
-        os.replace(name, target)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    _sync_folder(target.parent)
 
 
 def _umask() -> int:
@@ -184,7 +242,8 @@ def _umask() -> int:
 
 
 def _keep_owner(fd: int, info: os.stat_result) -> None:
-    """Give the open file ``info``'s owner and group, or raise ``_OwnerNotKept``."""
+    """Give the open file ``info``'s owner and group, or raise ``_OwnerNotKept``. Done
+    before the mode is set: a change of owner clears the set-user-ID and set-group-ID bits."""
     current = os.fstat(fd)
     if (current.st_uid, current.st_gid) == (info.st_uid, info.st_gid):
         return
@@ -194,34 +253,363 @@ def _keep_owner(fd: int, info: os.stat_result) -> None:
         raise _OwnerNotKept from None
 
 
-def _overwrite_in_place(target: Path, path: Path, data: bytes) -> None:
-    """Write ``data`` into the existing file itself (the same inode), with SIGINT and
-    SIGTERM held back until it is complete."""
+def _copy_xattrs(source: Path, fd: int) -> None:
+    """Give the open file ``fd`` the extended attributes of ``source``. One the user may not
+    set, and all of them on a file system without extended attributes, are left out; any
+    other failure is raised, since the rename would drop the attribute silently. A system
+    without the calls (not Linux) has nothing to copy."""
+    if not hasattr(os, "listxattr"):
+        return
     try:
-        with _signals_held(), target.open("r+b") as handle:
-            handle.write(data)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
+        names = os.listxattr(source)
     except OSError as exc:
+        if exc.errno in _XATTR_NOT_KEPT:
+            return
+        raise
+    for name in names:
+        try:
+            os.setxattr(fd, name, os.getxattr(source, name))
+        except OSError as exc:
+            if exc.errno not in _XATTR_NOT_KEPT:
+                raise
+
+
+def _write_in_place(target: Path, path: Path, data: bytes) -> None:
+    """Overwrite the existing file itself (the same inode) with ``data`` through a journal
+    (``_commit_journal``), then remove the journal. SIGINT and SIGTERM stop the write only
+    before the journal is committed; after that they wait until the file is complete."""
+    journal = _journal_path(target)
+    with _StopSignals() as stops:
+        try:
+            fd, name = _create_temp(target)
+        except PermissionError as exc:
+            raise UserError(_no_room_for_journal(path, target, exc.strerror)) from None
+        except OSError as exc:
+            raise UserError(
+                f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+            ) from None
+        try:
+            handle = os.open(target, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            os.close(fd)
+            _remove(Path(name))
+            raise UserError(
+                f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
+            ) from None
+        try:
+            old = _commit_journal(stops, fd, Path(name), handle, target, path, data)
+            _overwrite_committed(handle, path, journal, new=data, old=old)
+        finally:
+            os.close(handle)
+            os.close(fd)
+
+
+def _commit_journal(
+    stops: _StopSignals, fd: int, temp: Path, handle: int, target: Path, path: Path, new: bytes
+) -> bytes:
+    """Record the open file ``handle``'s old bytes and ``new`` in the temporary file ``fd``
+    (at ``temp``), flush it to disk and link it as ``target``'s journal: the commit point;
+    the link fails while another writer's journal is there. The journal stays locked while
+    this process works on it, which tells readers its writer is alive. Returns the old
+    bytes; the temporary file's name is gone either way."""
+    journal = _journal_path(target)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with stops.let_through():
+            old = _read_all(handle)
+            _write_journal(fd, target.name, new=new, old=old)
+            os.fsync(fd)
+        os.link(temp, journal)
+    except FileExistsError:
+        _remove(temp)
+        raise UserError(
+            f"{path}: another cad process is writing this file (its journal {journal} is "
+            "there); nothing was written"
+        ) from None
+    except OSError as exc:
+        _remove(temp)
         raise UserError(
             f"{path}: cannot write ({exc.strerror or exc}); nothing was written"
         ) from None
+    except BaseException:
+        _remove(temp)
+        raise
+    _remove(temp)
+    _sync_folder(journal.parent)
+    return old
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back (they are delivered when the block ends)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+def _overwrite_committed(handle: int, path: Path, journal: Path, new: bytes, old: bytes) -> None:
+    """Overwrite the open file ``handle`` with ``new`` once its journal is committed, and
+    remove the journal. When that fails, the old bytes are put back; when even that fails,
+    the journal stays for the next read or write to finish the write."""
     try:
-        yield
+        _overwrite(handle, new)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        try:
+            _overwrite(handle, old)
+        except OSError:
+            raise UserError(
+                f"{path}: cannot write ({reason}); the write stays unfinished until the next "
+                f"cad command that reads or writes the file (its journal is {journal})"
+            ) from None
+        _remove_journal(journal)
+        raise UserError(f"{path}: cannot write ({reason}); nothing was written") from None
+    _remove_journal(journal)
+
+
+def _remove_journal(journal: Path) -> None:
+    """Remove the journal of a file that holds whole bytes again. Should that fail, the
+    next read or write finds the file whole and removes it then."""
+    with contextlib.suppress(OSError):
+        os.unlink(journal)
+
+
+def _no_room_for_journal(path: Path, target: Path, reason: str | None) -> str:
+    return (
+        f"{path}: cannot write in {target.parent} ({reason}), where a file with several hard "
+        "links or another owner keeps the journal that makes its write safe; nothing was "
+        "written"
+    )
+
+
+def _overwrite(fd: int, data: bytes) -> None:
+    """Make the open file hold exactly ``data`` and flush it to disk."""
+    _write_all(fd, data, offset=0)
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
+
+
+def _write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+    """Write all of ``data`` at the file's position, or at ``offset`` when given."""
+    view = memoryview(data)
+    while view:
+        if offset is None:
+            written = os.write(fd, view)
+        else:
+            written = os.pwrite(fd, view, offset)
+            offset += written
+        view = view[written:]
+
+
+def _read_all(fd: int) -> bytes:
+    """The rest of the open file from its position."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file this module created, if it is still there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _journal_path(target: Path) -> Path:
+    return target.parent / f".{target.name}{JOURNAL_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class _Journal:
+    """What a journal records: the file's name in its folder, and its new and old bytes."""
+
+    target: str
+    new: bytes
+    old: bytes
+
+
+def _write_journal(fd: int, target: str, new: bytes, old: bytes) -> None:
+    """A journal: one line of JSON (format, file name, and each part's size and SHA-256)
+    followed by the new bytes and the old ones."""
+    header = {
+        "format": _JOURNAL_FORMAT,
+        "target": target,
+        "new_size": len(new),
+        "new_sha256": hashlib.sha256(new).hexdigest(),
+        "old_size": len(old),
+        "old_sha256": hashlib.sha256(old).hexdigest(),
+    }
+    _write_all(fd, json.dumps(header).encode() + b"\n")
+    _write_all(fd, new)
+    _write_all(fd, old)
+
+
+def _parse_journal(record: bytes) -> _Journal | None:
+    """The journal in ``record``, or ``None`` when it is not one whole journal."""
+    line, _, payload = record.partition(b"\n")
+    try:
+        header = json.loads(line)
+        new_size, old_size = int(header["new_size"]), int(header["old_size"])
+        target, format_ = header["target"], header["format"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if (
+        format_ != _JOURNAL_FORMAT
+        or not isinstance(target, str)
+        or len(payload) != new_size + old_size
+    ):
+        return None
+    new, old = payload[:new_size], payload[new_size:]
+    if (hashlib.sha256(new).hexdigest(), hashlib.sha256(old).hexdigest()) != (
+        header.get("new_sha256"),
+        header.get("old_sha256"),
+    ):
+        return None
+    return _Journal(target, new, old)
+
+
+class _Unfinished(Exception):
+    """A stopped in-place write that cannot be finished now; the message says why and what
+    to do, after the file's name."""
+
+
+def _finish_stopped_write(target: Path, path: Path) -> None:
+    """Finish the stopped in-place write of ``target`` that its journal records, if any,
+    or raise the ``UserError`` that says why it cannot be finished."""
+    journal = _journal_path(target)
+    if not os.path.lexists(journal):
+        return
+    try:
+        _finish(journal)
+    except _Unfinished as exc:
+        raise UserError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise UserError(
+            f"{path}: cannot finish its stopped write ({exc.strerror or exc}); its journal is "
+            f"{journal}"
+        ) from None
+
+
+def _finish(journal: Path) -> None:
+    """Finish the in-place write that ``journal`` records, if its writer is gone: copy the
+    new bytes in unless the file already holds them, then remove the journal. The file must
+    hold what a stopped copy can leave (each byte old or new, the length old's, new's or one
+    between); a file changed in any other way is left as it is (``_Unfinished``)."""
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _Unfinished(
+                "another cad process is writing this file; try again when it is done"
+            ) from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(journal, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                _finish_locked(journal, fd)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        os.close(fd)
+
+
+def _finish_locked(journal: Path, fd: int) -> None:
+    """``_finish`` once the journal ``fd`` is locked and still in place."""
+    record = _parse_journal(_read_all(fd))
+    if record is None or _journal_path(journal.parent / record.target) != journal:
+        raise _Unfinished(f"its journal {journal} is damaged; remove it to keep the file as it is")
+    with _StopSignals():
+        try:
+            handle = os.open(
+                journal.parent / record.target, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
+        except FileNotFoundError:
+            os.unlink(journal)  # the file is gone: there is nothing left to finish
+            return
+        try:
+            current = _read_all(handle)
+            if current != record.new:
+                if not _stopped_copy(current, old=record.old, new=record.new):
+                    raise _Unfinished(
+                        f"changed since a write of it by cad was stopped; remove {journal} "
+                        "to keep the file as it is"
+                    )
+                _overwrite(handle, record.new)
+        finally:
+            os.close(handle)
+        os.unlink(journal)
+
+
+def _stopped_copy(current: bytes, old: bytes, new: bytes) -> bool:
+    """Whether ``current`` can be ``old`` partly overwritten by ``new``: every byte is the
+    old or the new one at its place, and the length is old's, new's or one between."""
+    if not min(len(old), len(new)) <= len(current) <= max(len(old), len(new)):
+        return False
+    block = 1 << 16
+    for start in range(0, len(current), block):
+        piece = current[start : start + block]
+        new_piece, old_piece = new[start : start + block], old[start : start + block]
+        if piece in (new_piece, old_piece):
+            continue
+        for at, byte in enumerate(piece):
+            in_new = at < len(new_piece) and new_piece[at] == byte
+            if not in_new and not (at < len(old_piece) and old_piece[at] == byte):
+                return False
+    return True
+
+
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM, whose action was to end the process, arrived while a write could
+    still be undone; raised so that the write cleans up before the signal ends the process."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> NoReturn:
+    raise _Stopped(signum)
+
+
+class _StopSignals:
+    """Holds SIGINT and SIGTERM back for a ``with`` block and lets them through only inside
+    ``let_through()``, where whatever the write created can still be removed. There a signal
+    unwinds the write as an exception: the program's own handler raises one (Ctrl-C's
+    ``KeyboardInterrupt``, the command line's ``Terminated``); a signal whose action is to end
+    the process raises ``_Stopped`` for the length of the block and is sent again when it
+    ends, once the files are removed, so the process still ends with that signal's status.
+    A signal that arrives while held is delivered when the block ends."""
+
+    def __init__(self) -> None:
+        self._outer: set[signal.Signals] = set()
+        self._replaced: list[signal.Signals] = []
+
+    def __enter__(self) -> _StopSignals:
+        self._outer = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        if threading.current_thread() is threading.main_thread():
+            for signum in _STOP_SIGNALS:
+                if signal.getsignal(signum) == signal.SIG_DFL:
+                    signal.signal(signum, _raise_stopped)
+                    self._replaced.append(signum)
+        return self
+
+    @contextlib.contextmanager
+    def let_through(self) -> Iterator[None]:
+        """Let the signals through (as the caller had them) for the ``with`` block."""
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._outer)
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        for signum in self._replaced:
+            signal.signal(signum, signal.SIG_DFL)
+        if isinstance(error, _Stopped):
+            signal.raise_signal(error.signum)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._outer)
 
 
 def _sync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable; a file system that cannot is left as it is."""
+    """Make a rename or link in ``folder`` durable; a file system that cannot is left as it
+    is."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -230,37 +618,44 @@ def _sync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def _sweep_stale_temp_files(target: Path) -> None:
-    """Remove the temporary files of earlier writes of ``target`` whose writer is gone
-    (killed before it could clean up): ``.NAME.PID.XXXX.cad-tmp`` of a process that no
-    longer runs, and ``.NAME.XXXX.cad-tmp`` (no process id) older than an hour."""
-    name = re.escape(target.name)
-    with_pid = re.compile(rf"\.{name}\.(\d+)\.[A-Za-z0-9_]+{re.escape(TEMP_SUFFIX)}")
-    without_pid = re.compile(rf"\.{name}\.[A-Za-z0-9_]{{8}}{re.escape(TEMP_SUFFIX)}")
+def _tidy_folder(target: Path, path: Path) -> None:
+    """Before a write of ``target``: finish the stopped in-place writes whose journals are
+    in its folder, and remove the temporary files of writers that are gone (killed before
+    they could clean up): ``.NAME.PID.XXXX.cad-tmp`` of a process that no longer runs, and
+    ``.NAME.XXXX.cad-tmp`` (no process id) older than an hour. A journal of ``target``
+    itself that cannot be finished stops the write (``UserError``); those of other files
+    wait for their own next read or write."""
+    _finish_stopped_write(target, path)
     try:
         entries = list(os.scandir(target.parent))
     except OSError:
         return
     for entry in entries:
-        stale = False
-        if (match := with_pid.fullmatch(entry.name)) is not None:
-            stale = not _running(int(match.group(1)))
-        elif without_pid.fullmatch(entry.name) is not None:
-            with contextlib.suppress(OSError):
-                stale = (
-                    time.time() - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_TEMP_AGE_S
-                )
-        else:
-            continue
-        if stale and entry.is_file(follow_symlinks=False):
+        if entry.name.startswith(".") and entry.name.endswith(JOURNAL_SUFFIX):
+            with contextlib.suppress(_Unfinished, OSError):
+                _finish(Path(entry.path))
+        elif _stale_temp(entry, target) and entry.is_file(follow_symlinks=False):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
 
 
+def _stale_temp(entry: os.DirEntry[str], target: Path) -> bool:
+    """Whether ``entry`` is a temporary file whose writer is gone. One named after this
+    process is stale only for ``target`` itself (it was left by an earlier process of the
+    same id); for another file this process may be writing it now."""
+    if (match := _TEMP_WITH_PID.fullmatch(entry.name)) is not None:
+        pid = int(match.group(2))
+        if pid == os.getpid():
+            return match.group(1) == target.name
+        return not _running(pid)
+    if _TEMP_WITHOUT_PID.fullmatch(entry.name) is not None:
+        with contextlib.suppress(OSError):
+            return time.time() - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_TEMP_AGE_S
+    return False
+
+
 def _running(pid: int) -> bool:
     """Whether a process with this id runs (one of another user counts as running)."""
-    if pid == os.getpid():
-        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
