@@ -6,20 +6,49 @@ Every argument goes to vLLM as it is (``--model``, ``--port``, ``--tensor-parall
 needs: ``VLLM_PLUGINS`` names the ``cad`` routes, and ``--logits-processors`` the program
 processor unless a speculative configuration is given (vLLM cannot combine the two; such an
 engine serves rewrite mode). ``--max-edits N`` caps the edits running at once (more are
-answered 503 "overloaded").
+answered 503 "overloaded"); it reaches the plugin as :data:`MAX_EDITS_VARIABLE`.
+
+``cad-engine`` itself is a small supervisor (:func:`supervise`): it runs the API server
+(``python -m cad.engine.launcher``, :func:`serve`) as its child in a process group of its own,
+and when the server ends, however it ends (a crash, an OOM kill, SIGKILL), it ends every
+process the server started (vLLM's engine core and workers) before it exits with the server's
+status. On Linux it is the subreaper of everything below it, so even a process that left the
+group comes back to it when its parent dies; and the server gets SIGTERM when the supervisor
+dies. Stop signals (SIGINT, SIGTERM, SIGHUP) go on to the server, which shuts vLLM down in
+order.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import runpy
+import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
 
 PROCESSOR = "cad.engine.processor:ProgramLogitsProcessor"
 PLUGIN = "cad"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 TORCH_EXTRAS = "torchvision torchaudio torchcodec"
+MAX_EDITS_VARIABLE = "CAD_ENGINE_MAX_EDITS"
+SERVER = (sys.executable, "-m", "cad.engine.launcher")
+STOP_SIGNALS = {
+    signal.SIGINT: signal.SIGINT,
+    signal.SIGTERM: signal.SIGTERM,
+    signal.SIGHUP: signal.SIGTERM,
+}
+STOP_GRACE_S = 30.0
+"""How long a server asked to stop may take before it is killed."""
+LEFTOVER_GRACE_S = 10.0
+"""How long what a server left behind may take to end after SIGTERM before SIGKILL."""
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class LaunchError(Exception):
@@ -137,9 +166,10 @@ def check_head_size(args: Sequence[str]) -> None:
         )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Start the engine; a problem found before vLLM starts is one ``error:`` line."""
-    args = list(sys.argv[1:] if argv is None else argv)
+def serve(argv: Sequence[str]) -> None:
+    """Run vLLM's API server with the plugin in this process; a problem found before vLLM
+    starts is one ``error:`` line."""
+    args = list(argv)
     try:
         max_edits = _take_max_edits(args)
         check_vllm()
@@ -148,7 +178,151 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     if max_edits is not None:
-        os.environ["CAD_ENGINE_MAX_EDITS"] = max_edits
+        os.environ[MAX_EDITS_VARIABLE] = max_edits
     os.environ["VLLM_PLUGINS"] = plugin_names(os.environ.get("VLLM_PLUGINS"))
     sys.argv = [SERVER_MODULE, *engine_arguments(args)]
     runpy.run_module(SERVER_MODULE, run_name="__main__", alter_sys=True)
+
+
+def _prctl() -> Callable[[int, int], int] | None:
+    """Linux's ``prctl`` (None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+def _bound_to(parent: int, prctl: Callable[[int, int], int] | None) -> Callable[[], None]:
+    """What the server runs between fork and exec: SIGTERM when ``parent`` dies, and an exit
+    at once if it is already gone."""
+
+    def bind() -> None:
+        """Ask for SIGTERM on the parent's death; leave if that already happened."""
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return bind
+
+
+def _process_table() -> list[tuple[int, str, int, int]]:
+    """``(pid, state, parent, process group)`` of every process (Linux ``/proc``)."""
+    table = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # ended while listed
+            continue
+        state, parent, group = stat.rsplit(")", 1)[1].split()[:3]
+        table.append((int(entry.name), state, int(parent), int(group)))
+    return table
+
+
+def leftovers(group: int) -> list[int]:
+    """Live processes in the server's process ``group`` or below this process: what must end
+    before the supervisor does."""
+    if not Path("/proc/self/stat").exists():
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [group]
+    me = os.getpid()
+    return [
+        pid
+        for pid, state, parent, in_group in _process_table()
+        if state != "Z" and (in_group == group or parent == me)
+    ]
+
+
+def _signal_all(group: int, pids: Sequence[int], sig: int) -> None:
+    """Send ``sig`` to the server's process ``group`` and to ``pids``."""
+    for target, send in ((group, os.killpg), *((pid, os.kill) for pid in pids)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            send(target, sig)
+
+
+def _reap() -> None:
+    """Collect every child that has ended (orphans reparented here included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_leftovers(group: int) -> None:
+    """End everything the server left: SIGTERM, then SIGKILL after :data:`LEFTOVER_GRACE_S`;
+    returns once none is left."""
+    _signal_all(group, leftovers(group), signal.SIGTERM)
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while True:
+        _reap()
+        left = leftovers(group)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            _signal_all(group, left, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def _wait(server: subprocess.Popen[bytes], stopping: list[float]) -> int:
+    """The server's exit status (128 + N for signal N), killing it when it takes longer than
+    :data:`STOP_GRACE_S` to stop after a stop signal (the time in ``stopping``)."""
+    while True:
+        try:
+            code = server.wait(timeout=0.5)
+            return 128 - code if code < 0 else code
+        except subprocess.TimeoutExpired:
+            if stopping and time.monotonic() - stopping[0] > STOP_GRACE_S:
+                _signal_all(server.pid, (), signal.SIGKILL)
+
+
+def supervise(command: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run the server ``command`` as a child in a process group of its own and stay until it
+    and every process it started have ended; its exit status. Stop signals sent here go on to
+    the server."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+    server = subprocess.Popen(
+        list(command),
+        env=dict(env),
+        start_new_session=True,
+        preexec_fn=_bound_to(os.getpid(), prctl),
+    )
+    stopping: list[float] = []
+
+    def forward(number: int, _frame: FrameType | None) -> None:
+        """Pass a stop signal on to the server, noting when stopping began."""
+        stopping.append(time.monotonic())
+        if server.returncode is None:  # once reaped, its pid may be another process's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.pid, STOP_SIGNALS[signal.Signals(number)])
+
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
+    try:
+        status = _wait(server, stopping)
+        end_leftovers(server.pid)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``cad-engine``: the API server (:func:`serve`, the same arguments) under a supervisor
+    (:func:`supervise`), exiting with the server's status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    sys.exit(supervise([*SERVER, *args], os.environ))
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

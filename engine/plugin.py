@@ -5,6 +5,11 @@ name ``cad``; vLLM loads it when ``VLLM_PLUGINS`` names it, which ``cad-engine``
 says what the engine serves. A client that goes away aborts its edit in the engine: a
 streamed answer notices on its next line (heartbeats every half second), a plain answer by
 polling the connection.
+
+Every request is bounded before it costs anything (:mod:`cad.engine.body`): a full engine is
+refused before its body is read, the body is read in chunks up to a size limit, and decoding
+and checking it, like every other CPU-heavy step of an edit, runs in a thread, so one large
+request never stalls the event loop that answers the others and vLLM's own heartbeats.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.datastructures import State
+from starlette.requests import ClientDisconnect
 from vllm.logger import init_logger
 
+from cad.engine.body import decode_body, read_body
 from cad.engine.protocol import EditError, EditRequest, ndjson, parse_edit_request
 from cad.engine.service import EditService
 from cad.selector import Progress
@@ -76,14 +83,17 @@ async def cad_edit(request: Request) -> Response:
     with ``"stream": true``."""
     try:
         service = _service(request)
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise EditError(400, "invalid_request", "the body must be JSON") from None
-        edit = parse_edit_request(body)
+        service.check_capacity()
+        body = await read_body(request.stream(), request.headers.get("content-length"))
+        edit = await asyncio.to_thread(_parse, body)
         lora = service.admit(edit)
     except EditError as error:
         return _error(error)
+    except ClientDisconnect:
+        return Response(status_code=499)
+    except Exception as exc:  # the server answers every request, whatever a body holds
+        log.exception("cad edit refused")
+        return _error(_internal(exc))
     if edit.stream:
         return StreamingResponse(_streamed(service, edit, lora), media_type="application/x-ndjson")
     task = asyncio.create_task(service.edit(edit, lora))
@@ -93,7 +103,8 @@ async def cad_edit(request: Request) -> Response:
             if not task.done() and await request.is_disconnected():
                 task.cancel()
                 return Response(status_code=499)
-        return JSONResponse(task.result())
+        content = await asyncio.to_thread(_json, task.result())
+        return Response(content, media_type="application/json")
     except EditError as error:
         return _error(error)
     except Exception as exc:  # the server answers every request, whatever an edit throws
@@ -101,6 +112,16 @@ async def cad_edit(request: Request) -> Response:
         return _error(_internal(exc))
     finally:
         task.cancel()
+
+
+def _parse(body: bytes) -> EditRequest:
+    """The edit a body asks for (run in a thread: a body may hold megabytes of text)."""
+    return parse_edit_request(decode_body(body))
+
+
+def _json(result: dict[str, Any]) -> bytes:
+    """A result as the JSON answer (run in a thread: the text may be megabytes)."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 async def _streamed(service: EditService, edit: EditRequest, lora: Any) -> AsyncIterator[bytes]:
@@ -128,7 +149,7 @@ async def _streamed(service: EditService, edit: EditRequest, lora: Any) -> Async
                 shown, last = progress, time.monotonic()
                 yield ndjson({"progress": _progress(progress)})
         try:
-            yield ndjson({"result": task.result()})
+            yield await asyncio.to_thread(ndjson, {"result": task.result()})
         except EditError as error:
             yield ndjson(error.to_json())
         except Exception as exc:

@@ -13,21 +13,32 @@ engine keeps decoding and the chunk stops at the first token that could close th
 holding ``>``); a stop that did not close it costs no extra forward, since the stopping token
 is re-fed as the next chunk's first token, as a decode step would feed it. The forwards and
 bytes are therefore exactly the in-process decoder's.
+
+Every chunk stays within the room the session has left in the model's context
+(:mod:`cad.engine.context`): an edit that cannot fit is refused before its first chunk, and a
+model that copies more than fits is stopped cleanly where the next chunk would not fit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
+from cad.engine.context import (
+    ContextWindow,
+    check_program_fits,
+    check_text_fits,
+    decision_budget,
+)
 from cad.engine.wire import ProgramSpec
 from cad.grammar import ProgramTokenIndex
-from cad.resolver import CopySpan, Document, Program, format_program, resolve
-from cad.selector import ContextTooLongError, DecodeResult, Progress, Sampling
+from cad.resolver import CopySpan, Document, Program, format_program
+from cad.selector import DecodeResult, Progress, Sampling
 from cad.selector.prompt import program_prompt
 from cad.selector.tape import ProgramTape
 
@@ -74,6 +85,11 @@ class EditTokenizer:
         """The tokenizer's ids for ``text``, no special tokens."""
         return self.tokenizer.encode(text, add_special_tokens=False)
 
+    @property
+    def longest_token(self) -> int:
+        """The most bytes one token holds."""
+        return self.index.vocabulary.longest_token
+
     @cached_property
     def gen_stops(self) -> tuple[int, ...]:
         """Every token whose bytes hold ``>``: the only ones that can end ``</gen>``."""
@@ -90,16 +106,53 @@ def in_gen_body(program: bytes) -> bool:
     return program.rfind(GEN_OPEN) > program.rfind(GEN_CLOSE)
 
 
-def token_budget(tokens: EditTokenizer, prompt: Sequence[int], document: str, wanted: int) -> int:
-    """The decisions an edit may spend: ``wanted``, capped by the room left in the context after
-    the prompt and a copy of the whole document (the in-process decoder's rule)."""
-    room = tokens.context_length - len(prompt) - len(tokens.encode(document))
-    if room < 16:
-        raise ContextTooLongError(
-            f"the document needs about {len(prompt)} prompt tokens but the model's context "
-            f"is {tokens.context_length}; edit a smaller range or use a longer-context model"
+@dataclass
+class ProgramEdit:
+    """An edit ready to run: its tape, prompt, decision budget and what each chunk tells the
+    processor."""
+
+    tape: ProgramTape
+    prompt: list[int]
+    budget: int
+    widths: tuple[int, ...]
+    subline: bool
+    target: bytes | None
+
+
+def plan_program_edit(
+    tokens: EditTokenizer,
+    document: str,
+    instruction: str,
+    program: Program | None,
+    subline: bool,
+    max_new_tokens: int,
+) -> ProgramEdit:
+    """Everything before the first chunk, refused with ``ContextTooLongError`` when it
+    cannot fit the model's context (:mod:`cad.engine.context`). Tokenizes the document and
+    follows a given program: CPU work the caller runs off the event loop."""
+    limit = tokens.context_length
+    check_text_fits(len(document) + len(instruction), tokens.longest_token, limit)
+    doc = Document(document)
+    target = None
+    if program is not None:
+        subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
+    prompt = program_prompt(tokens.tokenizer, doc, instruction, subline=subline)
+    budget = decision_budget(limit, len(prompt), len(tokens.encode(document)), max_new_tokens)
+    if program is not None:
+        check_program_fits(
+            tokens.index,
+            tokens.encode,
+            doc,
+            program,
+            prompt=len(prompt),
+            limit=limit,
+            subline=subline,
         )
-    return min(wanted, room)
+        target = format_program(program).encode("utf-8")
+    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline)
+    tape.stats.prefill_tokens = len(prompt)
+    widths = tuple(len(line) for line in doc.lines)
+    return ProgramEdit(tape, prompt, budget, widths, subline, target)
 
 
 async def decode_program(
@@ -117,49 +170,39 @@ async def decode_program(
     """Decode an edit program for ``document`` through ``session``; resolve it.
 
     With ``program`` the engine follows it (forced-program mode: every forward still runs,
-    the processor takes each decision from the program)."""
+    the processor takes each decision from the program). Each chunk fits the room the
+    session has left in the model's context; where the next one cannot, the program is closed
+    as spent (``stats.truncated``). Tokenizing and the tape's work run in a thread, so the
+    event loop stays free for other edits."""
     start = time.perf_counter()
-    doc = Document(document)
-    target = None
-    if program is not None:
-        resolve(program, doc)
-        target = format_program(program).encode("utf-8")
-        subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline)
-    prompt = program_prompt(tokens.tokenizer, doc, instruction, subline=subline)
-    budget = token_budget(tokens, prompt, document, max_new_tokens)
-    stats = tape.stats
-    stats.prefill_tokens = len(prompt)
-    widths = tuple(len(line) for line in doc.lines)
+    plan = await asyncio.to_thread(
+        plan_program_edit, tokens, document, instruction, program, subline, max_new_tokens
+    )
+    tape, stats = plan.tape, plan.tape.stats
+    window = ContextWindow(tokens.context_length)
     edit = edit_id or uuid.uuid4().hex
-    pending = prompt + tape.take_forced()
+    pending = plan.prompt + await asyncio.to_thread(tape.take_forced)
     first = True
     while not tape.matcher.is_accepting():
-        if stats.generated_tokens >= budget:
-            tape.finish_truncated()
+        room = window.room(len(pending))
+        if stats.generated_tokens >= plan.budget or room < 1:
+            await asyncio.to_thread(tape.finish_truncated)
             break
         text = tape.matcher.text
         gen = in_gen_body(text)
         chunk = Chunk(
             pending,
-            budget - stats.generated_tokens if gen else 1,
+            min(plan.budget - stats.generated_tokens, room) if gen else 1,
             tokens.gen_stops if gen else (),
-            ProgramSpec(edit, widths, subline, text, target),
+            ProgramSpec(edit, plan.widths, plan.subline, text, plan.target),
         )
         began = time.perf_counter()
         sampled = await session.run(chunk)
         elapsed = time.perf_counter() - began
         if not sampled:
             raise EngineProtocolError("the engine ended a chunk without sampling a token")
-        for token in sampled:
-            try:
-                tape.decide(token)
-            except RuntimeError:
-                raise EngineProtocolError(
-                    f"the engine sampled token {token}, which the program grammar does not "
-                    "allow here: is it running the cad logits processor (start it with "
-                    "cad-engine)?"
-                ) from None
+        window.add(len(pending), len(sampled))
+        forced = await asyncio.to_thread(_take, tape, sampled)
         if first:
             stats.prefill_s = elapsed
             stats.forwards += len(sampled) - 1
@@ -167,11 +210,25 @@ async def decode_program(
         else:
             stats.decode_s += elapsed
             stats.forwards += len(sampled)
-        pending = [sampled[-1], *tape.take_forced()]
+        pending = [sampled[-1], *forced]
         if on_progress is not None:
             on_progress(tape.progress())
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(tape.resolver.program, tape.resolver.text, stats)
+
+
+def _take(tape: ProgramTape, sampled: list[int]) -> list[int]:
+    """Put the engine's decisions on the tape; the forced literals and copied text after them."""
+    for token in sampled:
+        try:
+            tape.decide(token)
+        except RuntimeError:
+            raise EngineProtocolError(
+                f"the engine sampled token {token}, which the program grammar does not "
+                "allow here: is it running the cad logits processor (start it with "
+                "cad-engine)?"
+            ) from None
+    return tape.take_forced()
 
 
 def sampling_options(sampling: Sampling) -> dict[str, Any]:

@@ -10,14 +10,24 @@ final ``{"result": {...}}`` or ``{"error": {...}}``. Every error is ``{"error": 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from cad.files import MAX_TEXT_BYTES, describe_size
 from cad.resolver import Document, Program, ProgramError, parse
 from cad.selector import Sampling
 
 MODES = ("program", "rewrite")
 DEFAULT_MAX_NEW_TOKENS = 2048
+MAX_NEW_TOKENS = 2**31 - 1
+"""Far beyond any model's context: the engine decides at most what the context leaves."""
+MAX_TEMPERATURE = 2.0
+"""The hottest temperature vLLM samples at."""
+MAX_SEED = 2**63 - 1
+"""Seeds are 64-bit signed integers in vLLM's samplers."""
+MAX_NAME_BYTES = 4096
+"""A model or adapter name, or a folder path."""
 
 
 class EditError(Exception):
@@ -83,18 +93,70 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], defau
     return value
 
 
+def _text(body: dict[str, Any], name: str, limit: int = MAX_TEXT_BYTES) -> str | None:
+    """``body[name]`` as text of at most ``limit`` UTF-8 bytes (413 beyond: the engine never
+    tokenizes more than the in-process editor reads), holding no lone UTF-16 surrogate (a
+    model reads Unicode text, and the answer must encode as UTF-8)."""
+    value = _field(body, name, str, None)
+    if value is None:
+        return None
+    if len(value) > limit:  # never fewer bytes than characters
+        raise _too_large(name, len(value.encode("utf-8", "surrogatepass")), limit)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        line = value.count("\n", 0, exc.start) + 1
+        raise bad_request(
+            f"'{name}' holds a lone UTF-16 surrogate on line {line}, which is not text; "
+            "send valid Unicode"
+        ) from None
+    if size > limit:
+        raise _too_large(name, size, limit)
+    return value
+
+
+def _too_large(name: str, size: int, limit: int) -> EditError:
+    """The 413 answer for field ``name`` of ``size`` bytes."""
+    return EditError(
+        413,
+        "too_large",
+        f"'{name}' is {describe_size(size)}, over the engine's limit of {describe_size(limit)}; "
+        "edit a smaller part of the file",
+    )
+
+
+def _number(body: dict[str, Any], name: str, default: float) -> float:
+    """``body[name]`` as a finite number."""
+    try:
+        value = float(_field(body, name, (int, float), default))
+    except OverflowError:  # an integer beyond any float
+        value = math.inf
+    if not math.isfinite(value):
+        raise bad_request(f"'{name}' must be a finite number, not {value}")
+    return value
+
+
+def _count(body: dict[str, Any], name: str, default: int, low: int, high: int, what: str) -> int:
+    """``body[name]`` as an integer from ``low`` to ``high``; ``what`` says what it counts."""
+    value = _field(body, name, int, default)
+    if not low <= value <= high:
+        raise bad_request(f"'{name}' must be {what} from {low} to {high}, not {value}")
+    return value
+
+
 def parse_edit_request(body: Any) -> EditRequest:
-    """Validate a request body; every problem is an HTTP 400 naming the field."""
+    """Validate a request body; every problem is one line naming the field: HTTP 400, or
+    413 for text over the size limit."""
     if not isinstance(body, dict):
         raise bad_request("the body must be a JSON object {document, instruction, mode, ...}")
-    document = body.get("document")
-    if not isinstance(document, str):
+    if not isinstance(body.get("document"), str):
         raise bad_request("'document' must be the text to edit")
+    document = _text(body, "document") or ""
     mode = _field(body, "mode", str, "program")
     if mode not in MODES:
-        raise bad_request(f"'mode' is {mode!r}; use one of {', '.join(MODES)}")
-    program_text = _field(body, "program", str, None)
-    instruction = _field(body, "instruction", str, "")
+        raise bad_request(f"'mode' is {mode[:40]!r}; use one of {', '.join(MODES)}")
+    program_text = _text(body, "program")
+    instruction = _text(body, "instruction") or ""
     if program_text is None and not instruction.strip():
         raise bad_request("'instruction' must say what to change (or give a 'program')")
     if program_text is not None and mode != "program":
@@ -106,13 +168,17 @@ def parse_edit_request(body: Any) -> EditRequest:
             program = parse(program_text)
         except ProgramError as exc:
             raise bad_request(f"{exc}; fix the program", "invalid_program") from None
-    budget = _field(body, "max_new_tokens", int, DEFAULT_MAX_NEW_TOKENS)
-    if budget < 1:
-        raise bad_request("'max_new_tokens' must be a positive number of tokens")
-    temperature = float(_field(body, "temperature", (int, float), 0.0))
-    top_p = float(_field(body, "top_p", (int, float), 1.0))
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise bad_request("'temperature' must be >= 0 and 'top_p' in (0, 1]")
+    budget = _count(
+        body, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, 1, MAX_NEW_TOKENS, "a number of tokens"
+    )
+    temperature = _number(body, "temperature", 0.0)
+    top_p = _number(body, "top_p", 1.0)
+    if not 0 <= temperature <= MAX_TEMPERATURE or not 0 < top_p <= 1:
+        raise bad_request(
+            f"'temperature' must be from 0 to {MAX_TEMPERATURE:g} and 'top_p' in (0, 1], not "
+            f"{temperature:g} and {top_p:g}"
+        )
+    seed = _count(body, "seed", 0, 0, MAX_SEED, "an integer")
     return EditRequest(
         document=document,
         instruction=instruction,
@@ -121,9 +187,9 @@ def parse_edit_request(body: Any) -> EditRequest:
         program=program,
         max_new_tokens=budget,
         subline=_field(body, "subline", bool, False),
-        sampling=Sampling(temperature, top_p, _field(body, "seed", int, 0)),
-        model=_field(body, "model", str, None) or None,
-        adapter=_field(body, "adapter", str, None) or None,
+        sampling=Sampling(temperature, top_p, seed),
+        model=_text(body, "model", MAX_NAME_BYTES) or None,
+        adapter=_text(body, "adapter", MAX_NAME_BYTES) or None,
         stream=_field(body, "stream", bool, False),
     )
 

@@ -7,6 +7,7 @@ speculative decoding still answers, one token per forward.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,10 +17,11 @@ from vllm.engine.protocol import EngineClient
 from vllm.inputs import TokensPrompt
 from vllm.sampling_params import RequestOutputKind
 
+from cad.engine.context import MIN_DECISIONS, check_text_fits, too_long
 from cad.engine.program_mode import EditTokenizer, sampling_options
 from cad.engine.protocol import EditRequest, splice
 from cad.resolver import Document
-from cad.selector import ContextTooLongError, DecodeResult, DecodeStats, Progress
+from cad.selector import DecodeResult, DecodeStats, Progress
 from cad.selector.prompt import rewrite_prompt
 from cad.selector.rewrite import extract_file
 
@@ -39,16 +41,8 @@ async def decode_rewrite(
     document (the range's final line break kept, as :func:`~cad.engine.protocol.splice` says). ``stats.forwards`` counts engine steps after the prompt's, each of which may
     accept several drafted tokens."""
     start = time.perf_counter()
-    before, part, after = request.region()
-    prompt = rewrite_prompt(
-        tokens.tokenizer, Document(request.document), request.instruction, request.lines
-    )
-    room = tokens.context_length - len(prompt)
-    if room < 16:
-        raise ContextTooLongError(
-            f"the document needs about {len(prompt)} prompt tokens but the model's context "
-            f"is {tokens.context_length}; edit a smaller range or use a longer-context model"
-        )
+    before, part, after = await asyncio.to_thread(request.region)
+    prompt, room = await asyncio.to_thread(rewrite_room, tokens, request)
     params = SamplingParams(
         max_tokens=min(request.max_new_tokens, room),
         output_kind=RequestOutputKind.DELTA,
@@ -80,11 +74,33 @@ async def decode_rewrite(
     stats.generated_tokens = len(output)
     stats.forwards = max(steps - 1, 0)
     final_newline = part.endswith(("\n", "\r")) or not part
-    text = extract_file(_decode(tokens, output), final_newline)
+    text = await asyncio.to_thread(_reply, tokens, output, final_newline)
     stats.lines_generated = text.count("\n")
     stats.wall_s = time.perf_counter() - start
     stats.decode_s = stats.wall_s - stats.prefill_s
     return DecodeResult(None, splice(before, part, text, after), stats)
+
+
+def rewrite_room(tokens: EditTokenizer, request: EditRequest) -> tuple[list[int], int]:
+    """The rewrite prompt and the most tokens the reply may take in the model's context;
+    refused with ``ContextTooLongError`` when the prompt leaves less than
+    :data:`~cad.engine.context.MIN_DECISIONS`. Tokenizes the document: the caller runs it
+    off the event loop."""
+    limit = tokens.context_length
+    check_text_fits(len(request.document) + len(request.instruction), tokens.longest_token, limit)
+    prompt = rewrite_prompt(
+        tokens.tokenizer, Document(request.document), request.instruction, request.lines
+    )
+    room = limit - len(prompt)
+    if room < MIN_DECISIONS:
+        needed = len(prompt) + MIN_DECISIONS
+        raise too_long(needed, limit, f"a prompt of {len(prompt)}, {MIN_DECISIONS} to reply")
+    return prompt, room
+
+
+def _reply(tokens: EditTokenizer, output: list[int], final_newline: bool) -> str:
+    """The new text of the range in the model's reply."""
+    return extract_file(_decode(tokens, output), final_newline)
 
 
 def _decode(tokens: EditTokenizer, ids: list[int]) -> str:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from vllm.engine.protocol import EngineClient
+from vllm.exceptions import VLLMClientError
 
-from cad.engine.launcher import PROCESSOR
+from cad.engine.launcher import MAX_EDITS_VARIABLE, PROCESSOR
 from cad.engine.program_mode import (
     EditTokenizer,
     EngineProtocolError,
@@ -31,7 +32,6 @@ from cad.engine.session import EngineAborted, EngineSession
 from cad.resolver import ProgramError, format_program
 from cad.selector import ContextTooLongError, DecodeResult, Progress
 
-MAX_EDITS_VARIABLE = "CAD_ENGINE_MAX_EDITS"
 ProgressCallback = Callable[[Progress], None]
 
 
@@ -118,16 +118,21 @@ class EditService:
             "running_edits": self.running,
         }
 
-    def admit(self, request: EditRequest) -> Any:
-        """Check the request against this engine before it starts; the LoRA request of its
-        adapter (``None``: the base model). Raises :class:`EditError`."""
+    def check_capacity(self) -> None:
+        """Refuse (503 ``overloaded``) while ``max_edits`` edits run: checked before a body is
+        read, and again when the edit is admitted."""
         if self.running >= self.max_edits:
             raise EditError(
                 503,
                 "overloaded",
                 f"the engine is running its limit of {self.max_edits} edits; try again in a "
-                f"few seconds (the operator can raise {MAX_EDITS_VARIABLE})",
+                "few seconds (the operator can raise the limit: cad-engine --max-edits N)",
             )
+
+    def admit(self, request: EditRequest) -> Any:
+        """Check the request against this engine before it starts; the LoRA request of its
+        adapter (``None``: the base model). Raises :class:`EditError`."""
+        self.check_capacity()
         if request.mode == "program" and self.program_refusal is not None:
             raise bad_request(self.program_refusal, "mode_unavailable")
         if request.model is not None and not self._serves(request.model):
@@ -168,9 +173,13 @@ class EditService:
         request_id = f"cad-{uuid.uuid4().hex}"
         try:
             result = await self._run(request, request_id, lora, on_progress)
-        except (ContextTooLongError, ProgramError) as exc:
-            code = "context_too_long" if isinstance(exc, ContextTooLongError) else "invalid_program"
-            raise bad_request(str(exc), code) from None
+        except ContextTooLongError as exc:
+            raise bad_request(str(exc), "context_too_long") from None
+        except ProgramError as exc:
+            raise bad_request(f"{exc}; fix the program", "invalid_program") from None
+        except VLLMClientError as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise bad_request(f"vLLM refused the edit ({first}); change that value") from None
         except EngineProtocolError as exc:
             raise EditError(500, "engine_protocol", str(exc)) from None
         except EngineAborted as exc:
@@ -179,18 +188,25 @@ class EditService:
             self.running -= 1
         program = format_program(result.program) if result.program is not None else ""
         if result.stats.truncated:
-            raise EditError(
-                422,
-                "budget_spent",
-                f"the model used its whole budget of {request.max_new_tokens} tokens without "
-                "finishing; nothing to apply (raise max_new_tokens or edit a smaller range)",
-                {"program": program},
-            )
+            raise EditError(422, "budget_spent", self._spent(request, result), {"program": program})
         return {
             "program": program,
             "text": result.text,
             "stats": {**result.stats.to_dict(), "mode": request.mode},
         }
+
+    def _spent(self, request: EditRequest, result: DecodeResult) -> str:
+        """Why an edit stopped before it finished: its token budget, or the model's context."""
+        if result.stats.generated_tokens >= request.max_new_tokens:
+            return (
+                f"the model used its whole budget of {request.max_new_tokens} tokens without "
+                "finishing; nothing to apply (raise max_new_tokens or edit a smaller range)"
+            )
+        return (
+            f"the edit filled the model's context of {self.tokens.context_length} tokens "
+            "before the model finished; nothing to apply (edit a smaller range or use a "
+            "longer-context model)"
+        )
 
     async def _run(
         self,
@@ -208,7 +224,7 @@ class EditService:
                 lora_request=lora,
                 on_progress=on_progress,
             )
-        before, part, after = request.region()
+        before, part, after = await asyncio.to_thread(request.region)
         async with EngineSession(
             self.engine, request_id, sampling_options(request.sampling), lora
         ) as session:
@@ -231,5 +247,5 @@ def _same_folder(path: str, candidates: set[str]) -> bool:
     try:
         resolved = Path(path).expanduser().resolve()
         return any(resolved == Path(c).expanduser().resolve() for c in candidates)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # unreadable, looping or not a path at all
         return False

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -86,12 +87,18 @@ class Engine:
 
     def post(self, path: str, body: dict, timeout: float = 600) -> tuple[int, dict]:
         """POST ``body``; the status and the JSON answer (errors included)."""
-        request = urllib.request.Request(
-            self.url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
+        return self.post_bytes(path, json.dumps(body).encode(), timeout=timeout)
+
+    def post_bytes(
+        self, path: str, data: bytes | Iterable[bytes], headers: dict | None = None, timeout=600
+    ) -> tuple[int, dict]:
+        """POST ``data`` as it is (an iterable of chunks goes chunked); the status and the JSON
+        answer: the last line of a streamed one."""
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        request = urllib.request.Request(self.url + path, data, headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.loads(response.read())
+                return response.status, json.loads(response.read().splitlines()[-1])
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
 

@@ -7,6 +7,7 @@ sampled token stays out of the cache until the next chunk feeds it."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,8 +15,9 @@ import torch
 from cad.engine.masking import BatchMasks
 from cad.engine.program_mode import Chunk, EditTokenizer, decode_program, in_gen_body
 from cad.grammar import ProgramTokenIndex
-from cad.resolver import CopyLines, Gen, Program, format_program, oracle
+from cad.resolver import CopyLines, Document, Gen, Program, format_program, oracle
 from cad.selector import ContextTooLongError, Decoder, kv
+from cad.selector.prompt import program_prompt
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -48,6 +50,35 @@ class ModelSession:
             if len(sampled) >= chunk.max_tokens or token in chunk.stop_token_ids:
                 return sampled
             logits = self._forward([token])
+
+
+class LengthLimitedSession:
+    """An engine of one request that keeps vLLM's length rule: a chunk that could carry the
+    session past ``limit`` tokens would break the engine core (here it fails the test). Its
+    model writes ``target`` (the processor's forced-program mask over flat logits), whatever
+    the edit asked for."""
+
+    def __init__(self, index: ProgramTokenIndex, vocab: int, limit: int, target: bytes) -> None:
+        self.masks = BatchMasks(lambda: index, 1)
+        self.vocab = vocab
+        self.limit = limit
+        self.target = target
+        self.held = 0
+        self.chunks: list[Chunk] = []
+
+    async def run(self, chunk: Chunk) -> list[int]:
+        assert self.held + len(chunk.tokens) + chunk.max_tokens <= self.limit
+        self.chunks.append(chunk)
+        sampled: list[int] = []
+        self.masks.remove(0)
+        self.masks.add(0, replace(chunk.spec, target=self.target), sampled)
+        while len(sampled) < chunk.max_tokens:
+            token = int(torch.argmax(self.masks.apply(torch.zeros(1, self.vocab))[0]))
+            sampled.append(token)
+            if token in chunk.stop_token_ids:
+                break
+        self.held += len(chunk.tokens) + len(sampled) - 1
+        return sampled
 
 
 def decode(loaded, tokens: EditTokenizer, before: str, **options):
@@ -109,6 +140,51 @@ def test_budget_and_context_limits(tiny_qwen, tokens) -> None:
     short = EditTokenizer(tokens.tokenizer, tokens.index, 256)
     with pytest.raises(ContextTooLongError, match="context is 256"):
         decode(tiny_qwen, short, "word " * 400)
+
+
+LINES = "".join(f"line {i}\n" for i in range(1, 41))
+COPY_ALL_TWELVE_TIMES = Program((CopyLines(1, 40),) * 12)
+
+
+def room_for_two_copies(tiny_qwen, tokens: EditTokenizer) -> EditTokenizer:
+    """The tokenizer with a context that holds the prompt and about two copies of LINES."""
+    prompt = program_prompt(tokens.tokenizer, Document(LINES), INSTRUCTION)
+    limit = len(prompt) + 2 * len(tokens.encode(LINES)) + 40
+    return EditTokenizer(tokens.tokenizer, tokens.index, limit)
+
+
+def test_a_model_copying_past_the_context_stops_cleanly(tiny_qwen, tokens) -> None:
+    short = room_for_two_copies(tiny_qwen, tokens)
+    target = format_program(COPY_ALL_TWELVE_TIMES).encode()
+    session = LengthLimitedSession(tokens.index, tiny_qwen.vocab_size, short.context_length, target)
+    result = asyncio.run(
+        decode_program(short, session, LINES, INSTRUCTION, max_new_tokens=2**31 - 1)
+    )
+    assert result.stats.truncated
+    assert result.text.startswith(LINES * 2) and len(result.text) < len(LINES) * 12
+    assert session.held <= short.context_length
+
+
+def test_a_forced_program_that_cannot_fit_is_refused_before_the_engine(tiny_qwen, tokens) -> None:
+    short = room_for_two_copies(tiny_qwen, tokens)
+    session = LengthLimitedSession(tokens.index, tiny_qwen.vocab_size, short.context_length, b"")
+    with pytest.raises(ContextTooLongError) as caught:
+        asyncio.run(
+            decode_program(short, session, LINES, INSTRUCTION, program=COPY_ALL_TWELVE_TIMES)
+        )
+    message = str(caught.value)
+    assert message.startswith("the edit needs ") and "copied" in message
+    assert f"the model's context is {short.context_length} tokens" in message
+    assert session.chunks == []
+
+
+def test_a_program_writing_gigabytes_is_refused_without_resolving_it(tiny_qwen, tokens) -> None:
+    document = "".join(f"{i:099d}\n" for i in range(20))
+    program = Program((CopyLines(1, 20),) * 1_000_000)  # 2 GB of output
+    session = LengthLimitedSession(tokens.index, tiny_qwen.vocab_size, 1 << 20, b"")
+    with pytest.raises(ContextTooLongError, match=r"at least .* output of over"):
+        asyncio.run(decode_program(tokens, session, document, INSTRUCTION, program=program))
+    assert session.chunks == []
 
 
 def test_gen_body_detection() -> None:

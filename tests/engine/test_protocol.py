@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cad.engine.protocol import EditError, parse_edit_request, splice
+from cad.engine.protocol import MAX_NEW_TOKENS, MAX_SEED, EditError, parse_edit_request, splice
+from cad.files import MAX_TEXT_BYTES
 from cad.resolver import CopyLines, Gen
 from cad.selector import Sampling
 
@@ -62,6 +63,27 @@ def test_defaults() -> None:
         ({"document": DOCUMENT, "instruction": "x", "stream": "yes"}, "'stream'"),
         ({"document": DOCUMENT, "program": "<copy"}, "fix the program"),
         ({"document": DOCUMENT, "mode": "rewrite", "program": "</program>"}, "program mode"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": float("nan")}, "finite"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": float("inf")}, "finite"),
+        ({"document": DOCUMENT, "instruction": "x", "top_p": float("nan")}, "finite"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": 10**400}, "finite"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": "hot"}, "'temperature'"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": 2.5}, "from 0 to 2 .* not 2.5"),
+        ({"document": DOCUMENT, "instruction": "x", "temperature": -0.1}, "from 0 to 2"),
+        ({"document": DOCUMENT, "instruction": "x", "seed": 2**70}, "'seed' must be an integer"),
+        ({"document": DOCUMENT, "instruction": "x", "seed": -1}, "'seed'"),
+        ({"document": DOCUMENT, "instruction": "x", "seed": 1.5}, "'seed' must be int"),
+        ({"document": DOCUMENT, "instruction": "x", "max_new_tokens": 2**70}, "'max_new_tokens'"),
+        ({"document": DOCUMENT, "instruction": "x", "range": [1, 2**70]}, "has 4 lines"),
+        ({"document": DOCUMENT, "instruction": "x", "range": [1, 2.0]}, "'range'"),
+        ({"document": DOCUMENT, "instruction": ["x"]}, "'instruction' must be str"),
+        ({"document": DOCUMENT, "instruction": "x", "subline": 1}, "'subline' must be bool"),
+        ({"document": DOCUMENT, "instruction": "x", "model": {"name": "m"}}, "'model'"),
+        ({"document": 7, "instruction": "x"}, "'document'"),
+        ({"document": "a\ud800b\n", "instruction": "x"}, "surrogate on line 1"),
+        ({"document": "a\nb\udfff\n", "instruction": "x"}, "surrogate on line 2"),
+        ({"document": DOCUMENT, "instruction": "\ud800"}, "'instruction' holds a lone"),
+        ({"document": DOCUMENT, "instruction": "x", "mode": "f" * 10**6}, "'mode' is 'fff"),
     ],
 )
 def test_bad_requests_name_the_field(body, says: str) -> None:
@@ -69,6 +91,35 @@ def test_bad_requests_name_the_field(body, says: str) -> None:
         parse_edit_request(body)
     assert caught.value.status == 400
     assert caught.value.to_json()["error"]["message"] == caught.value.message
+
+
+def test_limits_are_inclusive() -> None:
+    request = parse_edit_request(
+        {
+            "document": "a" * MAX_TEXT_BYTES,
+            "instruction": "x",
+            "seed": MAX_SEED,
+            "max_new_tokens": MAX_NEW_TOKENS,
+        }
+    )
+    assert request.sampling.seed == 2**63 - 1 and request.max_new_tokens == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("document", "a" * (MAX_TEXT_BYTES + 1)),
+        ("document", "\u00e9" * (MAX_TEXT_BYTES // 2 + 1)),  # under the limit in characters
+        ("program", "x" * (MAX_TEXT_BYTES + 1)),
+        ("instruction", "x" * (MAX_TEXT_BYTES + 1)),
+        ("adapter", "x" * 5000),
+    ],
+)
+def test_text_over_the_size_limit_is_413(field: str, text: str) -> None:
+    with pytest.raises(EditError, match=f"'{field}' is .* over the engine's limit") as caught:
+        parse_edit_request({"document": "a\n", "instruction": "x", field: text})
+    assert (caught.value.status, caught.value.code) == (413, "too_large")
+    assert "\n" not in caught.value.message
 
 
 def test_splice_keeps_the_line_break_of_the_range() -> None:

@@ -55,6 +55,14 @@ def test_refusals(service, fields: dict, running: int, status: int, code: str) -
     assert "\n" not in caught.value.message
 
 
+def test_a_full_engine_names_the_option_that_raises_its_limit(service) -> None:
+    service.running = 2
+    with pytest.raises(EditError, match="limit of 2 edits") as caught:
+        service.check_capacity()
+    assert "cad-engine --max-edits N" in caught.value.message
+    assert "CAD_ENGINE" not in caught.value.message
+
+
 def test_program_mode_needs_the_processor(service) -> None:
     service.program_refusal = "this engine runs without the program logits processor"
     with pytest.raises(EditError, match="without the program logits processor"):
