@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher, packed_to_bool
+from cad.grammar.syntax.machine import (
+    DEAD,
+    SyntaxMachine,
+    SyntaxMatcher,
+    hold_states,
+    packed_to_bool,
+)
 from cad.resolver import split_lines
 
 
@@ -33,13 +39,20 @@ class SyntaxMismatch(ValueError):
 @dataclass
 class SyntaxConstraint:
     """A language machine and the region being edited: ``start`` is the machine state after
-    the text before the region, ``suffix`` the text after it."""
+    the text before the region, ``suffix`` the text after it. The machine's states stay valid
+    while the constraint lives (:func:`hold_states`)."""
 
     machine: SyntaxMachine
     start: int
     suffix: bytes = b""
     _complete: dict[int, bool] = field(default_factory=dict, repr=False)
     _steps: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+    _suffix_lines: tuple[bytes, ...] = field(default=(), repr=False)
+    _from_line: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        hold_states(self.machine, self, fresh=self.start == self.machine.initial)
+        self._suffix_lines = tuple(self.suffix.splitlines(keepends=True))
 
     @property
     def language(self) -> str:
@@ -52,12 +65,13 @@ class SyntaxConstraint:
     ) -> SyntaxConstraint:
         """The constraint for editing ``region`` of the file ``before + region + after``;
         raises :class:`SyntaxMismatch` when that file does not parse."""
+        constraint = cls(machine, machine.initial, after.encode("utf-8"))
         prefix = before.encode("utf-8")
         state = machine.feed(machine.initial, prefix) if prefix else machine.initial
         schema = getattr(machine, "schema", False)
         if state == DEAD:
             raise SyntaxMismatch(machine.language, _failing_line(machine, before), schema)
-        constraint = cls(machine, state, after.encode("utf-8"))
+        constraint.start = state
         whole = machine.feed(state, region.encode("utf-8")) if region else state
         if whole == DEAD or not constraint.complete(whole):
             raise SyntaxMismatch(
@@ -70,13 +84,34 @@ class SyntaxConstraint:
         whole file."""
         found = self._complete.get(state)
         if found is None:
-            if self.suffix:
-                following = self.machine.feed(state, self.suffix)
-                found = following != DEAD and self.machine.is_complete(following)
-            else:
-                found = self.machine.is_complete(state)
-            self._complete[state] = found
+            found = self._complete[state] = self._completes_after(state)
         return found
+
+    def _completes_after(self, state: int) -> bool:
+        """Whether the text after the region, read from ``state``, ends a whole file. Read
+        line by line and remembered per (line, state): the states of different endings of the
+        region meet again a few lines into the text after it, so each ending reads only the
+        lines until they meet, not the whole text after it."""
+        lines = self._suffix_lines
+        path: list[tuple[int, int]] = []
+        result: bool | None = None
+        line = 0
+        while line < len(lines):
+            known = self._from_line.get((line, state))
+            if known is not None:
+                result = known
+                break
+            path.append((line, state))
+            state = self.machine.feed(state, lines[line])
+            line += 1
+            if state == DEAD:
+                result = False
+                break
+        if result is None:
+            result = self.machine.is_complete(state)
+        for key in path:
+            self._from_line[key] = result
+        return result
 
     def token_step(self, state: int, token: int) -> int:
         """The state after ``token`` (memoised); :data:`DEAD` if the region's text cannot go

@@ -38,6 +38,17 @@ class GlrParser:
         self._edges: dict[tuple[int, int], object] = {}
         self.initial = self._config((self._node(0, -1),))
 
+    def entries(self) -> int:
+        """How much is held: interned stacks and configurations, memo rows and edges."""
+        return (
+            len(self.node_state)
+            + len(self.configs)
+            + len(self._steps)
+            + len(self._any_steps)
+            + len(self._viable)
+            + len(self._edges)
+        )
+
     def _node(self, state: int, parent: int) -> int:
         key = (state, parent)
         found = self._node_ids.get(key)

@@ -6,6 +6,10 @@ state follows some bytes (or :data:`DEAD` when no file of the language starts th
 whether the text is a whole file, and which tokens may follow (packed bits, the
 end-of-sequence token included exactly when the text is whole). Program mode, rewrite mode
 and ranges all speak to a language through this interface.
+
+A machine may drop its states between documents to bound its memory (Python does, see
+:class:`cad.grammar.syntax.python_syntax.PythonSyntax`): whatever keeps states across calls
+registers with :func:`hold_states` first, as the matchers and region constraints here do.
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ class SyntaxMachine(Protocol):
         ...
 
 
+def hold_states(machine: SyntaxMachine, holder: object, *, fresh: bool) -> None:
+    """Keep ``machine``'s states valid while ``holder`` lives. ``fresh``: the holder starts a
+    new document and holds no state yet, so the machine may first drop the states nothing
+    holds. Machines that never drop states (JSON) need nothing."""
+    recogniser = getattr(machine, "syntax", None)
+    hold = getattr(recogniser, "hold", None)
+    if hold is not None:
+        hold(holder, fresh=fresh)
+
+
 def packed_to_bool(packed: np.ndarray, vocab_size: int) -> torch.Tensor:
     """A ``(vocab_size,)`` bool tensor from packed bits."""
     bits = np.unpackbits(packed, count=vocab_size, bitorder="little").view(np.bool_)
@@ -65,6 +79,7 @@ class SyntaxMatcher:
     states, so rollback is a slice and a state met again costs a lookup."""
 
     def __init__(self, machine: SyntaxMachine, state: int | None = None) -> None:
+        hold_states(machine, self, fresh=state is None or state == machine.initial)
         self.machine = machine
         self.vocab_size = machine.vocab_size
         self._history = [machine.initial if state is None else state]

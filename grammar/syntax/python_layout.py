@@ -49,6 +49,10 @@ class LayoutParser:
         )
         self.initial = self._id(_START, parser.initial)
 
+    def entries(self) -> int:
+        """How much is held: interned layout states and memo rows."""
+        return len(self.states) + len(self._steps) + len(self._complete)
+
     def _id(self, layout: Layout, config: int) -> int:
         key = (layout, config)
         found = self._ids.get(key)

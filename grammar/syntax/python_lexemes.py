@@ -3,8 +3,8 @@
 Three kinds of automata, one per lexer mode (see :mod:`cad.grammar.syntax.python_lexer`):
 
 * **code** — every token of ordinary code: ``NAME``, the hard keywords and the soft keywords
-  (``match``, ``case``, ``type``, ``_``) by their text, ``NUMBER`` (PEP 515 underscores, floats,
-  imaginary), ``STRING`` (str literals, every prefix), ``BYTES``, the opening of an f-string
+  (``match``, ``case``, ``type``, ``_``) by their text, ``INT`` (a nonzero decimal integer),
+  ``NUMBER`` (the other numbers: PEP 515 underscores, floats, imaginary), ``STRING`` (str literals, every prefix), ``BYTES``, the opening of an f-string
   (``FSTART`` plus its quote kind), ``FEMPTY`` (``f""``), every operator, ``CONV`` (``!r``,
   ``!s``, ``!a``, only valid inside an f-string's replacement field), and the layout lexemes
   ``SP``, ``TAB``, ``FF``, ``NL`` (``\\n``, ``\\r\\n``, ``\\r``), ``COMMENT`` and ``CONT`` (a
@@ -131,16 +131,20 @@ def _identifier() -> Pattern:
     return seq(first, star(rest))
 
 
+def _decimal() -> Pattern:
+    """A nonzero decimal integer literal: the one kind of number whose digits are counted
+    (see ``MAX_INT_DIGITS`` in :mod:`python_lexer`)."""
+    return seq(byte_range(0x31, 0x39), star(seq(opt(text("_")), _DIGIT)))
+
+
 def _number() -> Pattern:
-    """Integer and float literals (imaginary ones are :func:`_imaginary`)."""
+    """The other integer literals (zero, binary, octal, hexadecimal) and float literals
+    (nonzero decimal integers are :func:`_decimal`, imaginary ones :func:`_imaginary`)."""
 
     def digits(allowed: Pattern) -> Pattern:
         return seq(allowed, star(seq(opt(text("_")), allowed)))
 
-    decimal = alt(
-        seq(byte_range(0x31, 0x39), star(seq(opt(text("_")), _DIGIT))),
-        seq(plus(text("0")), star(seq(opt(text("_")), text("0")))),
-    )
+    zero = seq(plus(text("0")), star(seq(opt(text("_")), text("0"))))
     prefixed = [
         seq(text("0"), byte_set(marker), plus(seq(opt(text("_")), allowed)))
         for marker, allowed in (
@@ -154,7 +158,7 @@ def _number() -> Pattern:
     exponent = seq(byte_set(b"eE"), opt(byte_set(b"+-")), digit_part)
     point_float = alt(seq(opt(digit_part), fraction), seq(digit_part, text(".")))
     float_number = alt(point_float, seq(alt(digit_part, point_float), exponent))
-    return alt(decimal, *prefixed, float_number)
+    return alt(zero, *prefixed, float_number)
 
 
 def _imaginary() -> Pattern:
@@ -247,6 +251,7 @@ def code_lexer() -> Dfa:
             if not triple:
                 rules.append(("FEMPTY", seq(alt(*(text(p) for p in prefixes)), text(quote * 2))))
     rules.append(("NAME", _identifier()))
+    rules.append(("INT", _decimal()))
     rules.append(("NUMBER", _number()))
     rules.append(("IMAG", _imaginary()))
     rules += [(op, text(op)) for op in OPERATORS]

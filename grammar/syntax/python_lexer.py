@@ -26,7 +26,9 @@ grammar tokens a lexeme stands for: a soft keyword is itself and a name.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from cad.grammar.syntax.lalr import Tables
 from cad.grammar.syntax.lexer_dfa import DEAD, Dfa
@@ -49,6 +51,12 @@ MAX_RUN = 1024
 """Longest run of spaces (or tabs) one run event stands for."""
 MAX_SPEC_LEVEL = 2
 """Replacement fields may sit in format specs two deep, no deeper (one before 3.12)."""
+MAX_INT_DIGITS = 4300
+"""Most digits of a decimal integer literal (underscores aside) that the compiler converts:
+the interpreter's default integer string conversion limit (``sys.int_info``), which the
+compiler applies to nonzero decimal literals only (not to floats, imaginary numbers, zero
+or binary, octal and hexadecimal literals)."""
+_DIGIT_BYTES = b"0123456789"
 
 Modes = tuple[tuple, ...]
 
@@ -102,6 +110,7 @@ class TokenGroups:
         self.by_label["NAME"] = group("NAME", "STRICT_NAME")
         for kind in ("NUMBER", "IMAG", "STRING", "BYTES"):
             self.by_label[kind] = group(kind)
+        self.by_label["INT"] = group("NUMBER")
         for operator in OPERATORS:
             self.by_label[operator] = group(f"'{operator}'")
         self.fstring_start = group("FSTRING_START")
@@ -137,26 +146,59 @@ class TokenGroups:
 _ERROR = None
 
 
+def _automaton_builders(version: tuple[int, int]) -> dict[str, Callable[[], Dfa]]:
+    """How each automaton of the lexer for ``version`` is built, by name."""
+    builders: dict[str, Callable[[], Dfa]] = {"code": code_lexer}
+    for quote, triple in QUOTE_KINDS:
+        builders[f"spec {quote[0]} {triple:d}"] = partial(spec_lexer, quote[0], triple)
+        for raw in (False, True):
+            key = f"{quote[0]} {triple:d} {raw:d}"
+            builders[f"fstring {key}"] = partial(fstring_lexer, quote[0], triple, raw)
+            if version < (3, 12):
+                builders[f"legacy {key}"] = partial(legacy_spec_lexer, quote[0], triple, raw)
+    return builders
+
+
+def automaton_names(version: tuple[int, int]) -> list[str]:
+    """The names of the automata the lexer for ``version`` reads with."""
+    return list(_automaton_builders(version))
+
+
+def build_automata(version: tuple[int, int]) -> dict[str, Dfa]:
+    """Every automaton the lexer for ``version`` reads with, by name (built; the code
+    automaton takes most of a second)."""
+    return {name: build() for name, build in _automaton_builders(version).items()}
+
+
 class PythonLexer:
     """Interned lexer contexts and the step function over bytes."""
 
-    def __init__(self, groups: TokenGroups, version: tuple[int, int] = (3, 13)) -> None:
+    def __init__(
+        self,
+        groups: TokenGroups,
+        version: tuple[int, int] = (3, 13),
+        automata: Mapping[str, Dfa] | None = None,
+    ) -> None:
+        """The lexer of ``version`` over ``automata`` (by :func:`automaton_names`; built
+        when not given)."""
         self.groups = groups
         self.pep701 = version >= (3, 12)
         self.max_spec_level = MAX_SPEC_LEVEL if self.pep701 else 1
         self._forbidden_cache: dict[Modes, frozenset[int]] = {}
-        self.code = _Automaton.of(code_lexer())
+        dfas = build_automata(version) if automata is None else automata
+        self.automata = {name: dfas[name] for name in automaton_names(version)}
+        self.code = _Automaton.of(dfas["code"])
         self.fstrings = {
-            (quote[0], triple, raw): _Automaton.of(fstring_lexer(quote[0], triple, raw))
+            (quote[0], triple, raw): _Automaton.of(dfas[f"fstring {quote[0]} {triple:d} {raw:d}"])
             for quote, triple in QUOTE_KINDS
             for raw in (False, True)
         }
         self.specs = {
-            (quote[0], triple): _Automaton.of(spec_lexer(quote[0], triple))
+            (quote[0], triple): _Automaton.of(dfas[f"spec {quote[0]} {triple:d}"])
             for quote, triple in QUOTE_KINDS
         }
         self.legacy_specs = {
-            (quote[0], triple, raw): _Automaton.of(legacy_spec_lexer(quote[0], triple, raw))
+            (quote[0], triple, raw): _Automaton.of(dfas[f"legacy {quote[0]} {triple:d} {raw:d}"])
             for quote, triple in QUOTE_KINDS
             for raw in (False, True)
             if not self.pep701
@@ -180,6 +222,14 @@ class PythonLexer:
         self._conv = labels.index("CONV")
         self._colon_group = groups.by_label[":"]
         self._close_brace = groups.by_label["}"]
+        self._int_label = labels.index("INT")
+        self.int_states = self._reachable(
+            [self.code.rows[0][byte] for byte in _DIGIT_BYTES[1:]], _DIGIT_BYTES + b"_"
+        )
+        """States of the code automaton inside a nonzero decimal integer (whose digits the
+        recogniser counts beside the context)."""
+        self.int_digit_state = self.code.rows[self.code.rows[0][ord("1")]][ord("0")]
+        """The state after a digit of such an integer."""
 
     def context(self, modes: Modes, state: int, run: int = 0) -> int:
         """The id of lexer context ``(modes, state, run)``."""
@@ -189,6 +239,26 @@ class PythonLexer:
             found = self._context_ids[key] = len(self.contexts)
             self.contexts.append(key)
         return found
+
+    def reset_contexts(self) -> None:
+        """Forget every interned context but the initial one (which keeps its id)."""
+        self.contexts.clear()
+        self._context_ids.clear()
+        self._completions.clear()
+        self.initial = self.context((), 0)
+
+    def _reachable(self, starts: list[int], through: bytes) -> frozenset[int]:
+        """The code automaton's states reached from ``starts`` by bytes of ``through``."""
+        seen = set(starts)
+        agenda = list(starts)
+        while agenda:
+            row = self.code.rows[agenda.pop()]
+            for byte in through:
+                following = row[byte]
+                if following != DEAD and following not in seen:
+                    seen.add(following)
+                    agenda.append(following)
+        return frozenset(seen)
 
     def automaton(self, modes: Modes) -> _Automaton:
         """The automaton the innermost mode reads with."""
@@ -207,14 +277,18 @@ class PythonLexer:
 
     # -- stepping ------------------------------------------------------------------------------
 
-    def lex(self, context: int, data: bytes) -> tuple[list[int], int] | None:
-        """Read ``data`` from ``context``: the events of every lexeme completed on the way
-        and the context after it, or None if the bytes cannot be Python."""
+    def lex(self, context: int, data: bytes, digits: int = 0) -> tuple[list[int], int, int] | None:
+        """Read ``data`` from ``context``: the events of every lexeme completed on the way,
+        the context after it and the digits of the decimal integer then in progress (0 when
+        none is), or None if the bytes cannot be Python. ``digits``: the digits of the
+        decimal integer in progress in ``context``; one completed with more than
+        :data:`MAX_INT_DIGITS` is refused."""
         modes, state, run = self.contexts[context]
         automaton = self.automaton(modes)
         events: list[int] = []
         legacy = not self.pep701
-        for byte in data:
+        start = -1  # where the lexeme in progress began in data (-1: before it)
+        for index, byte in enumerate(data):
             if state:
                 following = automaton.rows[state][byte]
                 if following != DEAD:
@@ -230,7 +304,15 @@ class PythonLexer:
                         modes, state = done, 0
                         automaton = self.automaton(modes)
                     continue
-                done = self._emit(modes, automaton, automaton.accept[state], events)
+                label = automaton.accept[state]
+                if (
+                    label == self._int_label
+                    and automaton is self.code
+                    and _digits(data[max(start, 0) : index]) + (digits if start < 0 else 0)
+                    > MAX_INT_DIGITS
+                ):
+                    return None
+                done = self._emit(modes, automaton, label, events)
                 if done is None:
                     return None
                 modes = done
@@ -243,7 +325,12 @@ class PythonLexer:
             if started is None:
                 return None
             modes, automaton, state = started
-        return events, self.context(modes, state, run)
+            start = index
+        if automaton is self.code and state in self.int_states:
+            digits = _digits(data[max(start, 0) :]) + (digits if start < 0 else 0)
+        else:
+            digits = 0
+        return events, self.context(modes, state, run), digits
 
     def completions(self, context: int) -> frozenset[tuple[int, ...]]:
         """What the lexeme pending in ``context`` may still become: the event tuples of
@@ -264,13 +351,20 @@ class PythonLexer:
             self._completions[context] = found
         return found
 
-    def finish(self, context: int) -> list[int] | None:
+    def finish(self, context: int, digits: int = 0) -> list[int] | None:
         """The events of the lexeme pending at the end of the input (None: the input cannot
-        end here, e.g. inside a string or an f-string)."""
+        end here, e.g. inside a string or an f-string, or after a decimal integer of more
+        than :data:`MAX_INT_DIGITS` ``digits``)."""
         modes, state, _ = self.contexts[context]
         events: list[int] = []
         if state != 0:
             automaton = self.automaton(modes)
+            if (
+                automaton is self.code
+                and automaton.accept[state] == self._int_label
+                and digits > MAX_INT_DIGITS
+            ):
+                return None
             done = self._emit(modes, automaton, automaton.accept[state], events)
             if done is None:
                 return None
@@ -439,3 +533,8 @@ class _LegacyRule:
     triples: frozenset[int]
     comment: bool
     care: frozenset[int]
+
+
+def _digits(data: bytes) -> int:
+    """The digits among the bytes of a number (the bytes less its underscores)."""
+    return len(data) - data.count(b"_")

@@ -20,24 +20,36 @@ time:
 Viability answers are memoised per (layout-parser state, event or class); packed masks per
 full state (LRU). UTF-8 validity is a separate constraint with one precomputed mask per
 pending-byte state, and'ed in.
+
+Memory is bounded: the masks are LRU caches, everything keyed by a state is forgotten when
+the recogniser drops its states, and the tables (built per lexer context on first use, tens
+of milliseconds each with a 150k-token vocabulary) are kept for the :data:`MAX_TABLES` most
+recently used when the next document starts. With the native core the tables live there
+only, and are freed there when dropped or when the masks go away.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cad.grammar.cfg.token_table import TokenTable
 from cad.grammar.syntax.glr import DEAD
-from cad.grammar.syntax.python_lexer import Modes, _Automaton
+from cad.grammar.syntax.lexer_dfa import DEAD as LEXER_DEAD
+from cad.grammar.syntax.python_lexer import MAX_INT_DIGITS, Modes, _Automaton
 from cad.grammar.syntax.python_syntax import UTF8, PythonSyntax
 
 _NO_EVENT = -1
 _ERROR = -2
 _COMPLEX = -3
 _MASK_CACHE = 2048
+MAX_TABLES = 512
+"""Start and pending tables kept when a document starts (the least recently used go); with
+the native core and a 150k-token vocabulary a table takes about 60 kB."""
 
 
 @dataclass
@@ -53,11 +65,16 @@ class _Tries:
     """The same token groups twice: as read at the start of a line (every event) and as read
     inside a line, where spaces, tabs, form feeds and backslash continuations before the
     token's first newline change nothing and are left out (most tokens then share the
-    root)."""
+    root). With the native core only the ids of its copies are kept."""
 
-    line_start: _Node
-    in_line: _Node
+    line_start: _Node | None
+    in_line: _Node | None
     native: tuple[int, int] | None = None
+
+    @property
+    def native_ids(self) -> set[int]:
+        """The native tries these are."""
+        return set(self.native or ())
 
 
 @dataclass
@@ -68,6 +85,22 @@ class _Pending:
     breakers: np.ndarray
     ending: tuple[tuple[int, ...], Modes] | None
     others: _Tries
+
+    @property
+    def native_ids(self) -> set[int]:
+        """The native tries this table owns."""
+        return self.stay.native_ids | self.others.native_ids
+
+
+@dataclass(frozen=True)
+class _DigitRuns:
+    """Per token row: the length of its leading run of digits and underscores, the digits in
+    it, the byte after it (-1: the token is all run), and the most digits of any run."""
+
+    length: np.ndarray
+    digits: np.ndarray
+    following: np.ndarray
+    longest: int
 
 
 @dataclass(frozen=True)
@@ -92,7 +125,7 @@ class PythonMasks:
         self._class_ids: dict[frozenset[tuple[int, ...]], int] = {}
         self._context_class: dict[int, int] = {}
         self._viable: dict[tuple[int, int], bool] = {}
-        self._start: dict[tuple[Modes, int], _Tries] = {}
+        self._tables: OrderedDict[tuple[Any, ...], _Tries | _Pending] = OrderedDict()
         self._line_events: dict[int, frozenset[int]] = {}
         groups = syntax.groups
         self._groups_of_token: dict[int, list[int]] = {}
@@ -105,14 +138,18 @@ class PythonMasks:
         )
         self._nl = groups.layout("NL")
         self._comment = groups.layout("COMMENT")
-        self._pending: dict[int, _Pending] = {}
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._starts: OrderedDict[tuple[Modes, int, int], np.ndarray] = OrderedDict()
         self._core = syntax.native
         self._native_classes: list[int] = []
+        self._native_tries: set[int] = set()
+        if self._core is not None:
+            weakref.finalize(self, _release_tries, self._core, self._native_tries)
         self._utf8 = self._utf8_masks()
+        self._runs: _DigitRuns | None = None
         self._run_base = syntax.groups.run_base
         self.always = self._class_id(frozenset({()}))
+        syntax.listen(self)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -124,12 +161,14 @@ class PythonMasks:
         if cached is not None:
             self._cache.move_to_end(state)
             return cached
-        context, utf8, layout = self.syntax.states[state]
+        context, utf8, layout, digits = self.syntax.entry(state)
         modes, lexer_state, run = self.lexer.contexts[context]
         if lexer_state == 0:
             bits = self._start_mask(modes, layout, run).copy()
         else:
             bits = self._pending_mask(context, layout)
+            if digits:
+                self._limit_digits(bits, lexer_state, digits)
         bits &= self._utf8[utf8]
         eos = self.tokens.eos_token_id
         if eos is not None and self.syntax.is_complete(state):
@@ -138,6 +177,69 @@ class PythonMasks:
         if len(self._cache) > _MASK_CACHE:
             self._cache.popitem(last=False)
         return bits
+
+    def _limit_digits(self, bits: np.ndarray, lexer_state: int, digits: int) -> None:
+        """Clear from ``bits`` the tokens that would end the decimal integer in progress
+        (``digits`` long, in ``lexer_state``) with more than :data:`MAX_INT_DIGITS` digits:
+        those whose leading digits and underscores, added to it, pass the limit and whose next
+        byte ends the lexeme (rather than making it a float or an imaginary number)."""
+        runs = self._digit_runs()
+        if digits + runs.longest <= MAX_INT_DIGITS:
+            return
+        transitions = self.lexer.code.dfa.transitions
+        after = np.where(runs.length == 0, lexer_state, self.lexer.int_digit_state)
+        ending = (runs.following >= 0) & (
+            transitions[after, np.maximum(runs.following, 0)] == LEXER_DEAD
+        )
+        refused = np.flatnonzero(ending & (digits + runs.digits > MAX_INT_DIGITS))
+        if refused.size:
+            bits &= ~self.tokens.pack(refused)
+
+    def _digit_runs(self) -> _DigitRuns:
+        """How every token begins: its leading run of digits and underscores (built once)."""
+        if self._runs is None:
+            tokens = self.tokens
+            count = len(tokens.token_ids)
+            length = np.zeros(count, dtype=np.int64)
+            digits = np.zeros(count, dtype=np.int64)
+            following = np.full(count, -1, dtype=np.int64)
+            active = np.arange(count)
+            position = 0
+            while active.size:
+                active = active[tokens.lengths[active] > position]
+                byte = tokens.data[tokens.offsets[active] + position].astype(np.int64)
+                in_run = (byte == ord("_")) | ((byte >= ord("0")) & (byte <= ord("9")))
+                following[active[~in_run]] = byte[~in_run]
+                active = active[in_run]
+                length[active] += 1
+                digits[active] += byte[in_run] != ord("_")
+                position += 1
+            self._runs = _DigitRuns(length, digits, following, int(digits.max(initial=0)))
+        return self._runs
+
+    def on_reset(self, contexts: bool) -> None:
+        """The recogniser dropped its states (and its lexer contexts with ``contexts``):
+        forget every answer keyed by them."""
+        self._cache.clear()
+        self._starts.clear()
+        self._viable.clear()
+        self._line_events.clear()
+        if contexts:
+            self._context_class.clear()
+
+    def trim(self) -> None:
+        """Keep the :data:`MAX_TABLES` most recently used tables (no state is held now)."""
+        while len(self._tables) > MAX_TABLES:
+            _, table = self._tables.popitem(last=False)
+            if self._core is not None:
+                owned = table.native_ids
+                _release_tries(self._core, owned)
+                self._native_tries.difference_update(owned)
+
+    @property
+    def tables(self) -> int:
+        """How many start and pending tables are held."""
+        return len(self._tables)
 
     # -- viability ---------------------------------------------------------------------------
 
@@ -220,6 +322,7 @@ class PythonMasks:
             return
         step = self.syntax.layout.step
         root = tries.line_start if self._in_line(layout) is None else tries.in_line
+        assert root is not None
         agenda = [(root, layout)]
         found: list[np.ndarray] = []
         while agenda:
@@ -250,9 +353,13 @@ class PythonMasks:
         if cached is not None:
             self._starts.move_to_end(key)
             return cached
-        tries = self._start.get((modes, run))
+        table_key = ("start", modes, run)
+        tries = self._tables.get(table_key)
         if tries is None:
-            tries = self._start[modes, run] = self._build_start(modes, run)
+            tries = self._tables[table_key] = self._build_start(modes, run)
+        else:
+            self._tables.move_to_end(table_key)
+        assert isinstance(tries, _Tries)
         bits = np.zeros(self.width, dtype=np.uint8)
         self._walk(tries, layout, bits)
         self._starts[key] = bits
@@ -261,9 +368,13 @@ class PythonMasks:
         return bits
 
     def _pending_mask(self, context: int, layout: int) -> np.ndarray:
-        table = self._pending.get(context)
+        table_key = ("pending", *self.lexer.contexts[context])
+        table = self._tables.get(table_key)
         if table is None:
-            table = self._pending[context] = self._build_pending(context)
+            table = self._tables[table_key] = self._build_pending(context)
+        else:
+            self._tables.move_to_end(table_key)
+        assert isinstance(table, _Pending)
         bits = np.zeros(self.width, dtype=np.uint8)
         self._walk(table.stay, layout, bits)
         if table.ending is not None:
@@ -407,13 +518,11 @@ class PythonMasks:
 
     def _trie(self, groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]]) -> _Tries:
         """The tries of token groups keyed by (events, final lexer context)."""
-        tries = _Tries(
-            self._trie_of(groups, self._line_start_events),
-            self._trie_of(groups, self._in_line_events),
-        )
+        line_start = self._trie_of(groups, self._line_start_events)
+        in_line = self._trie_of(groups, self._in_line_events)
         if self._core is not None:
-            tries.native = (self._register(tries.line_start), self._register(tries.in_line))
-        return tries
+            return _Tries(None, None, (self._register(line_start), self._register(in_line)))
+        return _Tries(line_start, in_line)
 
     def _register(self, root: _Node) -> int:
         """Hand a trie to the native core (nodes numbered breadth first, root 0)."""
@@ -424,7 +533,7 @@ class PythonMasks:
             index += 1
         number = {id(node): position for position, node in enumerate(order)}
         child_offsets, child_events, child_targets = [0], [], []
-        leaf_offsets, leaf_classes, leaf_refs = [0], [], []
+        leaf_offsets, leaf_classes, leaf_ids = [0], [], []
         for node in order:
             for event, child in node.children.items():
                 child_events.append(event)
@@ -432,11 +541,19 @@ class PythonMasks:
             child_offsets.append(len(child_events))
             for class_id, ids in node.leaves:
                 leaf_classes.append(self._native_classes[class_id])
-                leaf_refs.append(self._core.add_leaf(ids.astype(np.int32), self.width))
+                leaf_ids.append(ids.astype(np.int32))
             leaf_offsets.append(len(leaf_classes))
-        return self._core.add_trie(
-            child_offsets, child_events, child_targets, leaf_offsets, leaf_classes, leaf_refs
+        trie = self._core.add_trie(
+            child_offsets,
+            child_events,
+            child_targets,
+            leaf_offsets,
+            leaf_classes,
+            leaf_ids,
+            self.width,
         )
+        self._native_tries.add(trie)
+        return trie
 
     def _trie_of(
         self, groups: dict[tuple[tuple[int, ...], int], list[np.ndarray]], rewrite
@@ -518,9 +635,10 @@ class PythonMasks:
                 for class_id, group in stay_groups.items()
             ]
         )
-        stay = _Tries(root, root)
         if self._core is not None:
-            stay.native = (self._register(root),) * 2
+            stay = _Tries(None, None, (self._register(root),) * 2)
+        else:
+            stay = _Tries(root, root)
         events: list[int] = []
         label = automaton.accept[start_state]
         after = self.lexer._emit(modes, automaton, label, events) if label >= 0 else None
@@ -569,3 +687,9 @@ def _split_by(first: np.ndarray, second: np.ndarray, rows: np.ndarray):
         ((int(first[begin]), int(second[begin])), rows[begin:end])
         for begin, end in zip(starts.tolist(), ends.tolist(), strict=True)
     ]
+
+
+def _release_tries(core: Any, tries: set[int]) -> None:
+    """Free native tries (a table dropped, or masks gone)."""
+    for trie in tries:
+        core.release_trie(trie)
