@@ -11,6 +11,7 @@ import torch
 
 from cad.selector import LoadedModel, load_model
 from cad.selector.architectures import ARCHITECTURES, random_init
+from cad.selector.loading import use_runtime
 
 QWEN2_TOKENIZER = (
     Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "tokenizers" / "qwen2"
@@ -18,12 +19,21 @@ QWEN2_TOKENIZER = (
 
 
 def pick_model(
-    model: str, device: str, dtype: str, tokenizer: Path = QWEN2_TOKENIZER
+    model: str,
+    device: str,
+    dtype: str,
+    tokenizer: Path = QWEN2_TOKENIZER,
+    *,
+    compile: bool = False,
+    graphs: bool | None = None,
 ) -> LoadedModel:
-    """``model`` is an architecture name (random init, real tokenizer) or a model folder/hub id."""
+    """``model`` is an architecture name (random init, real tokenizer) or a model folder/hub
+    id, decoding as :func:`cad.selector.loading.use_runtime` says (by default CUDA graphs on
+    a GPU, as ``cad edit`` does)."""
     if model in ARCHITECTURES:
-        return random_init(model, tokenizer, device=device, dtype=dtype)
-    return load_model(model, device=device, dtype=dtype)
+        loaded = random_init(model, tokenizer, device=device, dtype=dtype)
+        return use_runtime(loaded, compile=compile, graphs=graphs)
+    return load_model(model, device=device, dtype=dtype, compile=compile, graphs=graphs)
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -1,12 +1,15 @@
-"""Kernel benchmark: copying N tokens by one parallel forward vs N decode steps, and with
-``--compile`` the same forwards eager (transformers, dynamic cache), through the static
-cache eagerly, and compiled (static cache, ``torch.compile``; CUDA graphs on a GPU), all
-interleaved in one process; plus the masked token choice and, with ``--edits K``, whole
-decodes (rewrite mode and program mode, oracle targets) after their prefill.
+"""Kernel benchmark: copying N tokens by one parallel forward vs N decode steps, through
+each runtime interleaved in one process: ``eager`` (transformers, dynamic cache), ``static``
+(the static-cache runtime run eagerly), ``graphs`` (the same forwards replayed as CUDA
+graphs: the default on a GPU) and ``compiled`` (regionally compiled layers, with graphs on a
+GPU); plus the masked token choice and, with ``--edits K``, whole decodes (rewrite mode and
+program mode, oracle targets) after their prefill.
 
     python -m bench.kernel --model qwen2.5-0.5b --prefix 1024 --out-json k.json --out-md k.md
-    python -m bench.kernel --model tiny --prefix 1024 --compile --edits 5 --out-md k.md
+    python -m bench.kernel --model qwen2.5-1.5b --device cuda --compile --edits 5 --out-md k.md
+    python -m bench.kernel --model tiny --runtimes eager,static,compiled --edits 5
 
+By default eager, plus graphs on a GPU, plus static and compiled with ``--compile``.
 ``--model`` is an architecture at random init (``tiny`` is the test suite's 2-layer,
 64-wide model) or a model folder.
 """
@@ -27,12 +30,13 @@ from cad.grammar import allocate_token_bitmask
 from cad.resolver import oracle
 from cad.selector import Decoder, LoadedModel, kv
 from cad.selector.rewrite import rewrite_forced
-from cad.selector.runtime import StaticRuntime, install, uninstall
+from cad.selector.runtime import StaticRuntime, uninstall
 from cad.selector.sampling import Sampling, TokenChooser
 from cad.training.datasets import load_edits, select_split
 
 DEFAULT_SPANS = (8, 16, 32, 64, 128, 256, 512)
-RUNTIMES = ("eager", "static", "compiled")
+RUNTIMES = ("eager", "static", "graphs", "compiled")
+"""Every runtime, in table order."""
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 clock = time.perf_counter
 
@@ -58,15 +62,30 @@ def time_decode(loaded: LoadedModel, cache: Any, prefix: int, span: list[int]) -
     return clock() - began
 
 
+def default_runtimes(device: torch.device, compile: bool) -> tuple[str, ...]:
+    """Eager, plus graphs on a GPU, plus static and compiled with ``compile``."""
+    wanted = {"eager"} | ({"graphs"} if device.type == "cuda" else set())
+    wanted |= {"static", "compiled"} if compile else set()
+    return tuple(name for name in RUNTIMES if name in wanted)
+
+
+def make_runtime(loaded: LoadedModel, name: str) -> StaticRuntime | None:
+    """The static runtime ``name`` stands for (``None`` for transformers' eager path)."""
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown runtime {name!r}; known: {', '.join(RUNTIMES)}")
+    if name == "eager":
+        return None
+    compiled = name == "compiled"
+    graphs = name != "static"
+    return StaticRuntime(loaded.model, loaded.device, compile=compiled, graphs=graphs)
+
+
 def _caches(loaded: LoadedModel, names: tuple[str, ...]) -> dict[str, Any]:
     """An empty cache per runtime: transformers' dynamic one, or a static runtime's."""
     caches: dict[str, Any] = {}
     for name in names:
-        if name == "eager":
-            caches[name] = kv.new_cache(loaded.model)
-        else:
-            runtime = StaticRuntime(loaded.model, loaded.device, compile=name == "compiled")
-            caches[name] = runtime.new_cache()
+        runtime = make_runtime(loaded, name)
+        caches[name] = kv.new_cache(loaded.model) if runtime is None else runtime.new_cache()
     return caches
 
 
@@ -104,9 +123,9 @@ def forwards(
                 "decode_s": spread(decode[name]),
                 "speedup": spread(ratios),
             }
-        if "compiled" in names:
-            steps = zip(decode["eager"], decode["compiled"], strict=True)
-            row["compiled_over_eager_step"] = spread([e / c for e, c in steps])
+        for name in names[1:]:
+            steps = zip(decode[names[0]], decode[name], strict=True)
+            row[f"{name}_over_{names[0]}_step"] = spread([e / c for e, c in steps])
         rows.append(row)
         shown = "  ".join(
             f"{name}: copy {row[name]['copy_s']['median'] * 1e3:7.2f} ms "
@@ -124,12 +143,11 @@ def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> di
     bitmask = allocate_token_bitmask(1, vocab)
     bitmask.fill_(0x55555555)
     logits = torch.randn(vocab, generator=torch.Generator().manual_seed(1)).to(loaded.device)
+    backends = {"eager": None, "compiled": "inductor"}
     choosers = {
-        name: TokenChooser(
-            vocab, loaded.device, Sampling(), backend="inductor" if name == "compiled" else None
-        )
-        for name in names
-        if name != "static"
+        name: TokenChooser(vocab, loaded.device, Sampling(), backend=backend)
+        for name, backend in backends.items()
+        if name in names
     }
     times: dict[str, list[float]] = {name: [] for name in choosers}
     for attempt in range(trials + 2):
@@ -162,12 +180,12 @@ def vocabulary_projection(loaded: LoadedModel, trials: int) -> dict:
     return spread(times)
 
 
-def decodes(loaded: LoadedModel, edits: int, trials: int) -> list[dict]:
+def decodes(loaded: LoadedModel, names: tuple[str, ...], edits: int, trials: int) -> list[dict]:
     """Rewrite mode and program mode (oracle targets) on the first ``edits`` held-out
-    HumanEvalPack-Fix edits, eager and compiled interleaved: seconds after the prefill."""
+    HumanEvalPack-Fix edits through each runtime but the static one, interleaved: seconds
+    after the prefill, and the host's share of them."""
     examples = select_split(load_edits("heval-python"), "test")[:edits]
-    runtime = install(loaded.model, loaded.device)
-    uninstall(loaded.model)
+    runtimes = {name: make_runtime(loaded, name) for name in names if name != "static"}
     decoder = Decoder(loaded, max_new_tokens=8192)
     cases: dict[str, Callable[[Any], Any]] = {
         "rewrite": lambda e: rewrite_forced(loaded, e.before, e.instruction, e.after),
@@ -179,25 +197,31 @@ def decodes(loaded: LoadedModel, edits: int, trials: int) -> list[dict]:
     for example in examples:
         row: dict[str, Any] = {"id": example.id}
         for case, run in cases.items():
-            after: dict[str, list[float]] = {"eager": [], "compiled": []}
+            after: dict[str, list[float]] = {name: [] for name in runtimes}
+            host: dict[str, list[float]] = {name: [] for name in runtimes}
             for attempt in range(trials + 1):
-                for name in after:
-                    if name == "compiled":
+                for name, runtime in runtimes.items():
+                    if runtime is not None:
                         runtime.install()
                     result = run(example)
                     uninstall(loaded.model)
                     if result.text != example.after:
                         raise AssertionError(f"{case} ({name}) was not exact on {example.id}")
                     if attempt:
-                        after[name].append(result.stats.wall_s - result.stats.prefill_s)
+                        stats = result.stats
+                        after[name].append(stats.wall_s - stats.prefill_s - stats.capture_s)
+                        host[name].append(stats.host_s)
             row[case] = {name: spread(values) for name, values in after.items()}
+            row[case]["host"] = {name: spread(values) for name, values in host.items()}
             row[case]["forwards"] = result.stats.forwards
         rows.append(row)
         print(
             f"{example.id}: "
             + "  ".join(
-                f"{case} eager {row[case]['eager']['median'] * 1e3:.0f} ms / compiled "
-                f"{row[case]['compiled']['median'] * 1e3:.0f} ms"
+                f"{case} "
+                + " / ".join(
+                    f"{name} {row[case][name]['median'] * 1e3:.0f} ms" for name in runtimes
+                )
                 for case in cases
             ),
             flush=True,
@@ -214,10 +238,12 @@ def run(
     trials: int,
     compile: bool,
     edits: int,
+    runtimes: tuple[str, ...] | None = None,
 ) -> dict:
-    """Every measurement of one configuration."""
-    loaded = pick_model(model, device, dtype)
-    names = RUNTIMES if compile else ("eager",)
+    """Every measurement of one configuration (``runtimes`` default:
+    :func:`default_runtimes`)."""
+    loaded = pick_model(model, device, dtype, graphs=False)
+    names = runtimes or default_runtimes(loaded.device, compile)
     rows, first = forwards(loaded, names, prefix, spans, trials)
     result: dict[str, Any] = {
         "model": loaded.name,
@@ -230,11 +256,11 @@ def run(
         "rows": rows,
         "vocab": loaded.vocab_size,
     }
-    if compile:
+    if len(names) > 1:
         result["choice_s"] = token_choice(loaded, names, max(trials, 20))
         result["projection_s"] = vocabulary_projection(loaded, max(trials, 20))
         if edits:
-            result["decodes"] = decodes(loaded, edits, trials)
+            result["decodes"] = decodes(loaded, names, edits, trials)
     return result
 
 
@@ -267,11 +293,12 @@ def markdown(result: dict) -> str:
             )
         return "\n".join(lines) + "\n"
     joined = " / ".join(names)
+    best = names[-1]
     lines = [
-        f"Kernel, eager vs static cache vs compiled: {head}",
+        f"Kernel, {joined}: {head}",
         "",
         f"| N | one forward, ms: {joined} | one decode step, ms: {joined} "
-        "| compiled step speed-up over eager |",
+        f"| {best} step speed-up over eager |",
         "| ---: | ---: | ---: | ---: |",
     ]
     for row in result["rows"]:
@@ -279,13 +306,13 @@ def markdown(result: dict) -> str:
         steps = " / ".join(
             f"{row[name]['decode_s']['median'] / row['n'] * 1e3:.3f}" for name in names
         )
-        ratio = row["compiled_over_eager_step"]
+        ratio = row[f"{best}_over_eager_step"]
         lines.append(
             f"| {row['n']} | {copies} | {steps} "
             f"| {ratio['median']:.2f}× ({ratio['q1']:.2f}–{ratio['q3']:.2f}) |"
         )
     first = ", ".join(f"{name} {result['first_pass_s'][name]:.1f} s" for name in names)
-    lines += ["", f"First pass over every shape (compilation included): {first}."]
+    lines += ["", f"First pass over every shape (capture and compilation included): {first}."]
     if "choice_s" in result:
         choice = result["choice_s"]
         lines += [
@@ -303,18 +330,20 @@ def markdown(result: dict) -> str:
             f"logits) takes {_ms(result['projection_s'])} ms of every step; the rest of the "
             f"step at N={row['n']}, ms: "
             + " / ".join(f"{rest[name] * 1e3:.3f}" for name in names)
-            + f" ({joined}; compiled {rest['eager'] / rest['compiled']:.2f}× faster than eager).",
+            + f" ({joined}; {best} {rest['eager'] / rest[best]:.2f}× faster than eager).",
         ]
     if result.get("decodes"):
+        shown = [name for name in names if name in result["decodes"][0]["rewrite"]]
+        runtimes = " / ".join(shown)
         lines += [
             "",
-            "| edit | rewrite after prefill, ms: eager / compiled | program after prefill, "
-            "ms: eager / compiled | forwards: rewrite / program |",
+            f"| edit | rewrite after prefill, ms: {runtimes} | program after prefill, "
+            f"ms: {runtimes} | forwards: rewrite / program |",
             "| --- | ---: | ---: | ---: |",
         ]
         for row in result["decodes"]:
             cells = [
-                f"{_ms(row[case]['eager'])} / {_ms(row[case]['compiled'])}"
+                " / ".join(_ms(row[case][name]) for name in shown)
                 for case in ("rewrite", "program")
             ]
             lines.append(
@@ -341,7 +370,16 @@ def main(argv: list[str] | None = None) -> dict:
         "--compile", action="store_true", help="add the static-cache and compiled runtimes"
     )
     parser.add_argument(
-        "--edits", type=int, default=0, help="with --compile: also decode the first K edits"
+        "--runtimes",
+        default="",
+        help=f"comma-separated runtimes to compare, from {', '.join(RUNTIMES)} "
+        "(default: eager, graphs on a GPU, static and compiled with --compile)",
+    )
+    parser.add_argument(
+        "--edits",
+        type=int,
+        default=0,
+        help="with two runtimes or more: also decode the first K edits",
     )
     parser.add_argument(
         "--clock",
@@ -367,6 +405,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.trials,
         args.compile,
         args.edits,
+        tuple(name for name in args.runtimes.split(",") if name) or None,
     )
     result["clock"] = args.clock
     if args.out_json:

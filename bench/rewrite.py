@@ -43,7 +43,6 @@ from cad.selector import (
 )
 from cad.selector.baselines import prompt_lookup_steps
 from cad.selector.decoder import replay_forced
-from cad.selector.loading import enable_compile
 from cad.selector.program_cost import Pricing, subline_oracle
 from cad.selector.prompt import program_prompt, rewrite_prompt
 from cad.selector.rewrite import rewrite_forced
@@ -304,11 +303,18 @@ def _cell(s: dict[str, float], digits: int) -> str:
     return f"{s['median']:.{digits}f} ({s['q1']:.{digits}f}–{s['q3']:.{digits}f})"
 
 
+def _runtime(result: dict) -> str:
+    """How the forwards ran: compiled, as CUDA graphs, or transformers' eager forward."""
+    if result.get("compiled"):
+        return "compiled forwards"
+    return "CUDA graphs" if result.get("graphs") else "eager forwards"
+
+
 def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
     """The results table: medians per edit with their interquartile range."""
     summary, timed = result["summary"], result["timed"]
     how = "forwards replayed without a model" if not timed else f"{result['model']}, "
-    how += "" if not timed else f"{result['dtype']}, {result['device']}"
+    how += "" if not timed else f"{result['dtype']}, {result['device']}, {_runtime(result)}"
     lines = [
         f"{result['corpus']} ({result['n']} edits, split {result['split']}"
         f"{', at most ' + str(result['max_tokens']) + ' tokens' if result['max_tokens'] else ''}"
@@ -400,6 +406,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--compile", action="store_true", help="decode through the compiled static-cache runtime"
     )
+    parser.add_argument(
+        "--no-graphs",
+        action="store_true",
+        help="on a GPU, decode with transformers' eager forward instead of CUDA graphs",
+    )
     args = parser.parse_args(argv)
     try:
         configs = load_configs([c for c in args.configs.split(",") if c])
@@ -412,9 +423,10 @@ def main(argv: list[str] | None = None) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         vocab_size = len(tokenizer)
     else:
-        loaded = pick_model(args.model, args.device, args.dtype)
-        if args.compile:
-            enable_compile(loaded)
+        graphs = False if args.no_graphs else None
+        loaded = pick_model(
+            args.model, args.device, args.dtype, compile=args.compile, graphs=graphs
+        )
         tokenizer, vocab_size = loaded.tokenizer, loaded.vocab_size
     index = ProgramTokenIndex.for_tokenizer(tokenizer, vocab_size)
     first = next(iter(configs.values()))
@@ -443,6 +455,7 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": str(loaded.dtype).removeprefix("torch.") if loaded else "",
         "device": machine() if loaded else "",
         "compiled": args.compile,
+        "graphs": loaded.graphs if loaded else False,
         "methods": names,
         "budget": first.budget,
         "configs": {name: replace(config, rates={}).to_json() for name, config in configs.items()},

@@ -8,36 +8,41 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 from cad.resolver import Document
 from cad.selector import kv
 from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
 from cad.selector.stats import DecodeResult, DecodeStats
+from cad.selector.timing import PhaseClock
 
 
-def _start(loaded: LoadedModel, document: str, instruction: str, target: str, mode: str):
+def _start(
+    loaded: LoadedModel, document: str, instruction: str, target: str, mode: str
+) -> tuple[list[int], list[int], DecodeStats, Any, PhaseClock]:
+    """The prompt, the target's tokens, the stats, the cache after the prompt's forward and
+    the phase clock (its forwards timed from here)."""
     tokenizer = loaded.tokenizer
     prompt = rewrite_prompt(tokenizer, Document(document), instruction)
     target_ids = tokenizer.encode(target, add_special_tokens=False)
     stats = DecodeStats(mode=mode, prefill_tokens=len(prompt))
     cache = kv.new_cache(loaded.model)
-    began = time.perf_counter()
+    clock = PhaseClock(loaded, stats)
     kv.prefill(loaded.model, cache, prompt, loaded.device)
-    stats.prefill_s = time.perf_counter() - began
-    return prompt, target_ids, stats, cache
+    clock.forward(prefill=True)
+    return prompt, target_ids, stats, cache, clock
 
 
 def regenerate(loaded: LoadedModel, document: str, instruction: str, target: str) -> DecodeResult:
     """AR regeneration of the whole ``target`` file: one forward per output token."""
     start = time.perf_counter()
-    _, target_ids, stats, cache = _start(loaded, document, instruction, target, "ar")
-    began = time.perf_counter()
+    _, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "ar")
     for token in target_ids:
         kv.decode_one(loaded.model, cache, token, loaded.device)
         stats.forwards += 1
     stats.generated_tokens = len(target_ids)
-    stats.decode_s = time.perf_counter() - began
+    clock.forward()
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(None, _text(loaded, target_ids), stats)
 
@@ -105,8 +110,7 @@ def prompt_lookup(
     """Prompt-lookup decoding with an oracle target: each forward verifies the next target
     token plus a draft; the accepted draft prefix is exactly the part equal to the target."""
     start = time.perf_counter()
-    prompt, target_ids, stats, cache = _start(loaded, document, instruction, target, "pld")
-    began = time.perf_counter()
+    prompt, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "pld")
     for token, draft, accepted in prompt_lookup_steps(prompt, target_ids, num_draft, max_ngram):
         kept = kv.cache_length(cache) + 1
         kv.verify(loaded.model, cache, [token, *draft], loaded.device)
@@ -115,7 +119,7 @@ def prompt_lookup(
         stats.drafted_tokens += len(draft)
         stats.copied_tokens += accepted
     stats.generated_tokens = len(target_ids) - stats.copied_tokens
-    stats.decode_s = time.perf_counter() - began
+    clock.forward()
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(None, _text(loaded, target_ids), stats)
 

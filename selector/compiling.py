@@ -1,10 +1,12 @@
-"""``torch.compile`` as the runtime uses it: one private compiled copy per owner, CUDA graphs
-on request, and a logged fall-back to the eager function when compiling fails."""
+"""``torch.compile`` as the runtime uses it: one private compiled copy per owner, shapes
+marked dynamic where they vary, and a logged fall-back to the eager function when compiling
+fails."""
 
 from __future__ import annotations
 
 import logging
 import types
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -12,14 +14,24 @@ import torch
 log = logging.getLogger(__name__)
 
 
+def compiled_graphs() -> int:
+    """How many graphs dynamo has compiled in this process so far: a call that raises it
+    compiled something (what the persistent compile cache saves after)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 class Compiled:
-    """``function`` compiled by ``backend``, with CUDA graphs (``reduce-overhead``) when
-    ``graphs`` and shapes fixed unless ``dynamic`` is left to torch.
+    """``function`` compiled by ``backend``; ``dynamic_args`` maps an argument's position to
+    the dimension of it that varies between calls (marked dynamic before each call, so one
+    graph serves every size, a size of 1 apart); ``dynamic`` is torch.compile's own switch.
 
     torch.compile keeps compiled code per code object, so every ``Compiled`` compiles its own
     copy of the function: its graphs then only ever see what their one owner passes (a
-    runtime's one model), and the guards on that model's modules, costly on every call, can
-    be skipped. If compiling fails (an operation dynamo cannot capture, no C++ compiler), the
+    runtime's one model). Guards stay on, so a module whose structure differs from the one a
+    graph was compiled for (a layer with an adapter where others have none) gets a graph of
+    its own. If compiling fails (an operation dynamo cannot capture, no C++ compiler), the
     failure is logged and the eager function runs from then on: results stay the same, only
     slower."""
 
@@ -28,8 +40,8 @@ class Compiled:
         function: Any,
         backend: str = "inductor",
         *,
-        graphs: bool = False,
         dynamic: bool | None = None,
+        dynamic_args: Mapping[int, int] | None = None,
     ) -> None:
         import torch._dynamo
 
@@ -41,18 +53,14 @@ class Compiled:
             function.__defaults__,
             function.__closure__,
         )
-        options: dict[str, Any] = {
-            "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe
-        }
-        if graphs and backend == "inductor":
-            options["triton.cudagraphs"] = True
         self.eager = function
-        self.compiled: Any = torch.compile(
-            own, backend=backend, fullgraph=True, dynamic=dynamic, options=options
-        )
+        self.dynamic_args = dict(dynamic_args or {})
+        self.compiled: Any = torch.compile(own, backend=backend, fullgraph=True, dynamic=dynamic)
 
     def __call__(self, *args: Any) -> Any:
         if self.compiled is not None:
+            for position, dim in self.dynamic_args.items():
+                torch._dynamo.maybe_mark_dynamic(args[position], dim)
             try:
                 return self.compiled(*args)
             except torch._dynamo.exc.TorchDynamoException as exc:

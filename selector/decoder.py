@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from cad.grammar import ProgramTokenIndex, apply_token_bitmask_inplace
+from cad.grammar import ProgramTokenIndex, allocate_token_bitmask, apply_token_bitmask_inplace
 from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import CopySpan, Document, Program, format_program, resolve
 from cad.selector import kv
@@ -38,9 +38,17 @@ from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.prompt import program_prompt
-from cad.selector.sampling import Sampling, TokenChooser, speculative_choices, to_device
+from cad.selector.sampling import (
+    Sampling,
+    TokenChooser,
+    batched_reads,
+    greedy_path,
+    speculative_choices,
+    to_device,
+)
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tape import ProgramTape
+from cad.selector.timing import PhaseClock
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
@@ -56,18 +64,45 @@ class Choice:
     masked sample under the speculative rule for the drafted children. The mask is the
     tape's (the program FSM's, intersected with a syntax constraint when there is one),
     packed and applied on the logits' device; ``chooser`` is unused when ``target`` is
-    given (forced mode)."""
+    given (forced mode).
 
-    def __init__(self, chooser: TokenChooser | None, target: bytes | None) -> None:
+    With ``batched`` (a GPU: :func:`batched_reads`) the choices along a draft path are made
+    together: the tape walks ahead along the drafted first children as if the model chose
+    them, filling the mask of every decision on the way (:func:`walk_ahead`), then one
+    sequence of tensor operations masks, chooses and finds where the choices leave the
+    draft, and one read brings back the accepted choices and the first one that differs.
+    Each choice is made from the same logits under the same mask as one at a time, so the
+    program is the same."""
+
+    def __init__(
+        self, chooser: TokenChooser | None, target: bytes | None, *, batched: bool = False
+    ) -> None:
         if chooser is None and target is None:
             raise ValueError("a model's choice needs a token chooser")
         self.chooser = chooser
         self.target = target
+        self.batched = batched
+        self._graph: DraftGraph | None = None
+        self._known: dict[int, int] = {}
+        self._masks: torch.Tensor | None = None
 
     @torch.inference_mode()
-    def __call__(self, tape: ProgramTape, logits: torch.Tensor, drafted: list[int]) -> int:
+    def __call__(
+        self, tape: ProgramTape, graph: DraftGraph, logits: Logits, node: int, limit: int
+    ) -> int:
         if self.target is not None:
             return tape.target_token(self.target)
+        drafted = list(graph.children[node])
+        if not (self.batched and drafted and isinstance(logits, NodeLogits)):
+            return self.one(tape, logits[node], drafted)
+        if self._graph is not graph:
+            self._graph, self._known = graph, {}
+        if node not in self._known:
+            self._known.update(self.along_path(tape, graph, logits, node, limit))
+        return self._known[node]
+
+    def one(self, tape: ProgramTape, logits: torch.Tensor, drafted: list[int]) -> int:
+        """The choice at one node from its ``logits`` (masked in place)."""
         chooser = self.chooser
         assert chooser is not None
         if chooser.sampling.temperature <= 0 or not drafted:
@@ -75,6 +110,93 @@ class Choice:
         chooser.fill(tape.matcher)
         apply_token_bitmask_inplace(logits, to_device(chooser.bitmask[0], logits.device))
         return speculative_choices(logits[None], [drafted], chooser.sampling, chooser.generator)[0]
+
+    def along_path(
+        self, tape: ProgramTape, graph: DraftGraph, logits: NodeLogits, node: int, limit: int
+    ) -> dict[int, int]:
+        """The choices at the decision nodes of the draft path from ``node``, up to the first
+        that leaves it, made together with one read."""
+        chooser = self.chooser
+        assert chooser is not None
+        nodes, expected = walk_ahead(tape, graph, node, limit, self._mask_rows)
+        masks = self._mask_rows(len(nodes))[: len(nodes)]
+        rows = logits.rows(nodes)
+        if chooser.sampling.temperature <= 0:
+            return dict(zip(nodes, greedy_path(rows, masks, expected), strict=False))
+        apply_token_bitmask_inplace(rows, to_device(masks, rows.device))
+        children = [list(graph.children[n]) for n in nodes]
+        picks = speculative_choices(rows, children, chooser.sampling, chooser.generator)
+        chosen: dict[int, int] = {}
+        for decided, pick, draft in zip(nodes, picks, expected, strict=True):
+            chosen[decided] = pick
+            if pick != draft:
+                break
+        return chosen
+
+    def _mask_rows(self, count: int) -> torch.Tensor:
+        """A host bitmask of at least ``count`` rows the walk fills (pinned on a GPU; grown
+        by doubling, the rows filled so far kept)."""
+        assert self.chooser is not None
+        old = self._masks
+        if old is None or old.shape[0] < count:
+            rows = max(count, 2 * (0 if old is None else old.shape[0]), 16)
+            masks = allocate_token_bitmask(rows, self.chooser.bitmask.shape[1] * 32)
+            if self.chooser.device.type == "cuda":
+                masks = masks.pin_memory()
+            if old is not None:
+                masks[: old.shape[0]] = old
+            self._masks = masks
+        return self._masks
+
+
+def walk_ahead(
+    tape: ProgramTape,
+    graph: DraftGraph,
+    node: int,
+    limit: int,
+    masks: Callable[[int], torch.Tensor],
+) -> tuple[list[int], list[int]]:
+    """Walk the tape from decision ``node`` along the draft as if the model chose each
+    drafted first child, exactly as :func:`accept` would walk it: the decision nodes passed
+    and the token drafted after each (-1 where none is, or where the walk stops). The mask at
+    the ``i``-th decision is written to row ``i`` of ``masks(i + 1)``. The walk ends at a
+    node without drafts, at a drafted token the mask refuses, at the end of the program or
+    of the token budget, or where the forced tokens leave the tree; the tape is then put
+    back as it was."""
+    mark = tape.mark()
+    nodes: list[int] = []
+    expected: list[int] = []
+    try:
+        while tape.stats.generated_tokens < limit:
+            row = len(nodes)
+            buffer = masks(row + 1)
+            tape.matcher.fill_next_token_bitmask(buffer, row)
+            nodes.append(node)
+            expected.append(-1)
+            if not graph.children[node]:
+                break
+            token = next(iter(graph.children[node]))
+            if not _allowed(buffer[row], token):
+                break
+            expected[-1] = token
+            tape.decide(token)
+            written = [token, *tape.take_forced()]
+            if tape.finished:
+                break
+            for following in written:
+                child = graph.child(node, following)
+                if child is None:
+                    return nodes, expected
+                node = child
+    finally:
+        tape.undo(mark)
+    return nodes, expected
+
+
+def _allowed(row: torch.Tensor, token: int) -> bool:
+    """Whether the packed bitmask ``row`` allows ``token``."""
+    word, bit = divmod(token, 32)
+    return word < row.shape[0] and bool((int(row[word]) >> bit) & 1)
 
 
 class Decoder:
@@ -146,11 +268,13 @@ class Decoder:
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
         tape = ProgramTape(self.index, self.encode, doc, subline=subline, syntax=syntax)
+        clock = PhaseClock(self.loaded, tape.stats)
         drafter = ProgramDrafter(self.index, self.encode, doc, subline=subline, prior=self.prior)
         prompt = program_prompt(self.loaded.tokenizer, doc, instruction, subline=subline)
         limit = self.check_context(len(prompt), document)
         tape.stats.prefill_tokens = len(prompt)
-        choose = Choice(TokenChooser.for_model(self.loaded, self.sampling), target)
+        chooser = TokenChooser.for_model(self.loaded, self.sampling)
+        choose = Choice(chooser, target, batched=batched_reads(self.loaded.device))
         cache = kv.new_cache(self.loaded.model)
         pending = prompt + tape.take_forced()
         prefill = True
@@ -158,10 +282,14 @@ class Decoder:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("edit cancelled")
             graph = draft(tape, drafter, pending, self.budget)
+            clock.host()
             past = kv.cache_length(cache)
             logits = self.verify(tape, cache, graph, len(pending), prefill=prefill)
+            clock.forward(prefill=prefill)
             path, pending = accept(tape, graph, logits, choose, len(pending), limit)
+            clock.host()
             keep_path(self.loaded.model, cache, past, graph, path, self.loaded.device)
+            clock.forward(prefill=prefill)
             prefill = False
             if on_progress is not None:
                 on_progress(tape.progress())
@@ -175,18 +303,12 @@ class Decoder:
     ) -> Logits:
         """Step 2: ONE forward over the graph; the next-token logits of its nodes. A graph
         that is only the known chain is fed as a plain sequence."""
-        began = time.perf_counter()
         model, device = self.loaded.model, self.loaded.device
         if len(graph) == known:
             logits: Logits = {known - 1: kv.append(model, cache, graph.tokens, device)}
         else:
             logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
-        elapsed = time.perf_counter() - began
-        if prefill:
-            tape.stats.prefill_s += elapsed
-        else:
-            tape.stats.forwards += 1
-            tape.stats.decode_s += elapsed
+        tape.stats.forwards += not prefill
         tape.stats.drafted_tokens += len(graph) - known
         return logits
 
@@ -217,7 +339,7 @@ def accept(
         if tape.stats.generated_tokens >= limit:
             tape.finish_truncated()
             break
-        token = choose(tape, logits[node], list(graph.children[node]))
+        token = choose(tape, graph, logits, node, limit)
         tape.decide(token)
         written = [token, *tape.take_forced()]
         if tape.finished:

@@ -13,6 +13,7 @@ from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
 from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.stats import DecodeResult, DecodeStats
+from cad.selector.timing import PhaseClock
 
 
 def generate_constrained(
@@ -38,8 +39,9 @@ def generate_constrained(
     stats = DecodeStats(mode="grammar", prefill_tokens=len(prompt))
     cache = kv.new_cache(loaded.model)
     chooser = TokenChooser.for_model(loaded, sampling)
+    clock = PhaseClock(loaded, stats)
     logits = kv.prefill(loaded.model, cache, prompt, loaded.device)
-    stats.prefill_s = time.perf_counter() - start
+    clock.forward(prefill=True)
     output = bytearray()
     token: int | None = None
     while True:
@@ -57,10 +59,10 @@ def generate_constrained(
             stats.truncated = True
             break
         if token is not None:
-            began = time.perf_counter()
+            clock.host()
             logits = kv.decode_one(loaded.model, cache, token, loaded.device)
+            clock.forward()
             stats.forwards += 1
-            stats.decode_s += time.perf_counter() - began
         token = chooser.choose(logits)
         if token == eos:
             break
@@ -68,5 +70,6 @@ def generate_constrained(
             raise RuntimeError(f"token {token} was in the mask but the matcher rejected it")
         output.extend(vocabulary.token_bytes[token] or b"")
         stats.generated_tokens += 1
+    clock.host()
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(None, output.decode("utf-8", errors="replace"), stats)

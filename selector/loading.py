@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ UNSAFE_WEIGHTS = (
     "its weights are a pickle that holds more than tensors, which is never loaded "
     "(it could run code); use weights in safetensors format"
 )
+log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -78,9 +80,18 @@ class LoadedModel:
         runtime = installed(self.model)
         return runtime is not None and runtime.compiled
 
+    @property
+    def graphs(self) -> bool:
+        """Whether this model's forwards replay as CUDA graphs (the default on a GPU)."""
+        from cad.selector.runtime import installed
+
+        runtime = installed(self.model)
+        return runtime is not None and runtime.graphs is not None
+
     def warm_up(self) -> None:
-        """Pay for lazy initialisation before the first real edit: one tiny forward, or with
-        ``--compile`` every compiled graph (forwards of each kind, greedy token choice)."""
+        """Pay for lazy initialisation before the first real edit: one tiny forward, or
+        through the static runtime the common graphs and compiled parts (forwards of each
+        kind, greedy token choice)."""
         from cad.selector.runtime import installed
 
         runtime = installed(self.model)
@@ -90,6 +101,7 @@ class LoadedModel:
             runtime.warm_up()
             logits = torch.zeros(self.vocab_size, device=self.device)
             TokenChooser.for_model(self, Sampling()).choose(logits)
+            runtime.persist()
             return
         ids = torch.tensor([[self.tokenizer.eos_token_id or 0]], device=self.device)
         with torch.inference_mode():
@@ -112,10 +124,12 @@ def load_model(
     dtype: str = "auto",
     adapter: str | None = None,
     compile: bool = False,
+    graphs: bool | None = None,
 ) -> LoadedModel:
-    """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder;
-    with ``compile`` decode it through the compiled static-cache runtime
-    (:mod:`cad.selector.runtime`).
+    """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder.
+    On a GPU it decodes through the static-cache runtime with CUDA graphs
+    (:mod:`cad.selector.runtime`) unless ``graphs=False``; ``compile`` adds compiled layers
+    (and on a CPU decodes through the compiled runtime). See :func:`use_runtime`.
 
     Failures become :class:`ModelLoadError` with one line saying what to do."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -143,18 +157,41 @@ def load_model(
     network.to(target)
     network.eval()
     loaded = LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
+    return use_runtime(loaded, compile=compile, graphs=graphs)
+
+
+def use_runtime(
+    loaded: LoadedModel, *, compile: bool = False, graphs: bool | None = None
+) -> LoadedModel:
+    """Choose how ``loaded`` decodes from now on, and return it.
+
+    ``graphs`` (``None``: on a GPU) decodes through the static-cache runtime with every
+    forward replayed as a CUDA graph; it means nothing on a CPU. ``compile`` adds regionally
+    compiled layers (anywhere). With neither, transformers' eager forward and dynamic cache
+    decode. An architecture the runtime does not know is a :class:`ModelLoadError` with
+    ``compile`` and falls back to the eager forward (logged) for graphs alone."""
+    from cad.selector.runtime import UnsupportedModel, install, uninstall
+
+    uninstall(loaded.model)
+    wants_graphs = loaded.device.type == "cuda" and graphs is not False
     if compile:
-        enable_compile(loaded)
+        enable_compile(loaded, graphs=graphs)
+    elif wants_graphs:
+        try:
+            install(loaded.model, loaded.device, compile=False, graphs=True)
+        except UnsupportedModel as exc:
+            log.warning("CUDA graphs are off: %s", exc)
     return loaded
 
 
-def enable_compile(loaded: LoadedModel) -> None:
-    """Decode ``loaded`` through a compiled static-cache runtime from now on; an architecture
-    the runtime does not know is a :class:`ModelLoadError` saying to run without it."""
+def enable_compile(loaded: LoadedModel, *, graphs: bool | None = None) -> None:
+    """Decode ``loaded`` through a compiled static-cache runtime from now on (with CUDA
+    graphs on a GPU unless ``graphs=False``); an architecture the runtime does not know is a
+    :class:`ModelLoadError` saying to run without it."""
     from cad.selector.runtime import UnsupportedModel, install
 
     try:
-        install(loaded.model, loaded.device)
+        install(loaded.model, loaded.device, graphs=graphs)
     except UnsupportedModel as exc:
         raise ModelLoadError(f"--compile: {exc}; run without --compile") from None
 

@@ -32,6 +32,7 @@ from cad.selector.loading import LoadedModel
 from cad.selector.prompt import rewrite_prompt
 from cad.selector.sampling import Sampling, new_generator, speculative_choices
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
+from cad.selector.timing import PhaseClock
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
@@ -262,6 +263,7 @@ def speculate(
     sampling = sampling or Sampling()
     stops = stop_tokens(loaded)
     stats = RewriteStats(mode=mode, prefill_tokens=len(prompt_ids))
+    clock = PhaseClock(loaded, stats)
     room = loaded.context_length - len(prompt_ids) - config.budget - 1
     if room < 16:
         raise ContextTooLongError(
@@ -292,20 +294,19 @@ def speculate(
             states = _cut(graph, len(known), state, syntax, stops)[1]
         else:
             graph = draft_tree(known, candidates, config, drafter.copying)
+        clock.host()
         past = kv.cache_length(cache)
-        began = time.perf_counter()
+        prefill = not output
         logits = verify_tree(loaded, cache, graph, len(known))
-        elapsed = time.perf_counter() - began
-        if output:
-            stats.forwards += 1
-            stats.decode_s += elapsed
-        else:
-            stats.prefill_s += elapsed
+        clock.forward(prefill=prefill)
+        stats.forwards += not prefill
         stats.drafted_tokens += len(graph) - len(known)
         path, choice = _accept(graph, logits, choose, len(known), output, budget, stops, states)
         if states is not None:
             state = states[path[-1]]
+        clock.host()
         keep_path(loaded.model, cache, past, graph, path, loaded.device)
+        clock.forward(prefill=prefill)
         accepted = [graph.tokens[n] for n in path[len(known) :]]
         output.extend(accepted)
         stats.copied_tokens += len(accepted)

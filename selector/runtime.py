@@ -1,42 +1,60 @@
 """The static-cache runtime: preallocated KV caches, forwards padded to a few bucket sizes,
-compiled once each with ``torch.compile`` (CUDA graphs on a GPU).
+attention over the filled part of the cache only, replayed as CUDA graphs on a GPU and
+optionally compiled (regionally) with ``torch.compile``.
 
-Installed on a loaded model (``install``, or ``load_model(..., compile=True)``), it takes
-over every function of :mod:`cad.selector.kv` and :mod:`cad.selector.tree_verify` for the
-caches it creates: ``kv.new_cache(model)`` returns a :class:`StaticCache`, and appends,
-verifications, kept paths and truncations of that cache run here. Code written against
-those functions gets the compiled path without changing.
+Installed on a loaded model (``install``, ``load_model(...)`` on a GPU, or
+``load_model(..., compile=True)``), it takes over every function of
+:mod:`cad.selector.kv` and :mod:`cad.selector.tree_verify` for the caches it creates:
+``kv.new_cache(model)`` returns a :class:`StaticCache`, and appends, verifications, kept
+paths and truncations of that cache run here. Code written against those functions gets the
+static path without changing.
 
-Shapes are what keeps compilation to a handful of graphs: a forward of ``n`` tokens is padded
-to the next of :data:`BUCKETS` (longer appends go in chunks of the largest), the cache
-capacity is a power of two grown by doubling, and the cache position is a tensor input, so
-nothing recompiles as decoding advances. Every input crosses to the device in one
+Shapes are what keeps graphs and compiled code to a handful: a forward of ``n`` tokens is
+padded to the next of :data:`BUCKETS` (longer appends go in chunks of the largest), it
+attends over a power-of-two window of the cache (:func:`window_size`), the cache capacity is
+a power of two grown by doubling, and the cache position is a tensor input, so nothing is
+captured or compiled again as decoding advances. Every input crosses to the device in one
 asynchronous copy; nothing is read back.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import logging
 import threading
+import time
 import weakref
-from typing import Any
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 
-from cad.selector.compiling import Compiled
+from cad.selector import compile_cache
+from cad.selector.compiling import Compiled, compiled_graphs
 from cad.selector.errors import ContextTooLongError
+from cad.selector.graphs import CudaGraphs, GraphRunner
+from cad.selector.sampling import to_device
 from cad.selector.static_forward import (
     MAX_TREE,
     ModelParts,
     UnsupportedModel,
+    after_attention,
+    before_attention,
     compact,
     forward,
     forward_last,
 )
 
-BUCKETS = (1, 8, 32, 128, MAX_TREE)
-"""Token counts a forward is padded to."""
+BUCKETS = (1, 8, 16, 32, 64, 128, MAX_TREE)
+"""Token counts a forward is padded to: the one-token step, draft trees of 8 to 128 nodes
+(and the chains between), long appends in chunks of the largest."""
 MIN_CAPACITY = 256
+"""The smallest cache, and the smallest window of a cache a forward attends over."""
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
     "BUCKETS",
@@ -74,58 +92,94 @@ def chunks(size: int, *, pad_freely: bool = False) -> list[int]:
     return pieces
 
 
+def window_size(end: int, capacity: int) -> int:
+    """The cache slots a forward writing below slot ``end`` attends over: the smallest power
+    of two holding them (at least :data:`MIN_CAPACITY`), at most the whole ``capacity``.
+    Attention then reads at most twice the filled part of the cache, never its empty rest,
+    and a handful of sizes serves a whole decode."""
+    if not 1 <= end <= capacity:
+        raise ValueError(f"a forward ends within the cache's {capacity} slots, not at {end}")
+    return min(capacity, max(MIN_CAPACITY, 1 << (end - 1).bit_length()))
+
+
+@dataclass(eq=False)
+class CacheTensors:
+    """One preallocated set of cache tensors ``(1, kv_heads, capacity, head_dim)`` per
+    layer, with the window views and the CUDA graphs made on them (graphs write to these
+    very tensors, so they live and die with them)."""
+
+    capacity: int
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    windows: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = field(default_factory=dict)
+    graphs: dict[Hashable, Any] = field(default_factory=dict)
+
+    def window(self, size: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Every layer's keys and values over the first ``size`` slots (views, made once
+        per size)."""
+        if size == self.capacity:
+            return self.keys, self.values
+        if size not in self.windows:
+            self.windows[size] = (
+                [t[:, :, :size] for t in self.keys],
+                [t[:, :, :size] for t in self.values],
+            )
+        return self.windows[size]
+
+
+def _empty() -> CacheTensors:
+    return CacheTensors(0, [], [])
+
+
 class StaticCache:
-    """The keys and values of every layer in preallocated tensors ``(1, kv_heads, capacity,
-    head_dim)``; slots ``0 .. length - 1`` hold the sequence so far. Created by
-    :meth:`StaticRuntime.new_cache`; its tensors go back to the runtime when it is dropped."""
+    """The keys and values of every layer in preallocated tensors; slots ``0 .. length - 1``
+    hold the sequence so far. Created by :meth:`StaticRuntime.new_cache`; its tensors go
+    back to the runtime when it is dropped."""
 
     def __init__(self, runtime: StaticRuntime) -> None:
         self.runtime = runtime
         self.length = 0
-        self._slot: list[Any] = [0, [], []]
-        self._windows: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-        weakref.finalize(self, runtime.release, self._slot)
+        self._held = [_empty()]
+        weakref.finalize(self, runtime.release, self._held)
+
+    @property
+    def tensors(self) -> CacheTensors:
+        """The tensor set the cache currently lives in."""
+        return self._held[0]
 
     @property
     def capacity(self) -> int:
         """Positions the tensors hold (0 before the first forward)."""
-        return self._slot[0]
+        return self.tensors.capacity
 
     @property
     def keys(self) -> list[torch.Tensor]:
         """One key tensor per layer."""
-        return self._slot[1]
+        return self.tensors.keys
 
     @property
     def values(self) -> list[torch.Tensor]:
         """One value tensor per layer."""
-        return self._slot[2]
+        return self.tensors.values
 
     def get_seq_length(self) -> int:
         """Positions held (the name transformers' caches use)."""
         return self.length
 
     def window(self, end: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Every layer's keys and values over the first slots up to the power of two that
-        holds ``end`` (views, made once per size): what a forward writing below ``end``
-        needs to see, so that attention does not read the empty rest of a large cache."""
-        size = min(self.capacity, max(MIN_CAPACITY, 1 << (end - 1).bit_length()))
-        if size == self.capacity:
-            return self.keys, self.values
-        if size not in self._windows:
-            views = tuple([t[:, :, :size] for t in tensors] for tensors in (self.keys, self.values))
-            if self.runtime.compiled:
-                for view in (*views[0], *views[1]):
-                    torch._dynamo.maybe_mark_dynamic(view, 2)
-            self._windows[size] = views
-        return self._windows[size]
+        """The keys and values a forward writing below slot ``end`` attends over
+        (:func:`window_size`)."""
+        return self.tensors.window(window_size(end, self.capacity))
 
 
 class StaticRuntime:
-    """Static caches and (optionally compiled) forwards for one model on one device.
+    """Static caches and padded forwards for one model on one device.
 
-    With ``compile=False`` the same padded forwards run eagerly: the reference the compiled
-    path is tested against, and a fallback where compilation is not wanted."""
+    ``graphs`` (default: on a GPU) replays every forward as a CUDA graph captured at its
+    first use; ``compile`` compiles the parts of a decoder layer around attention with
+    ``backend`` once for all layers, with a persistent artifact cache
+    (:mod:`cad.selector.compile_cache`). With neither, the same padded forwards run
+    eagerly: the reference the others are tested against."""
 
     def __init__(
         self,
@@ -133,28 +187,40 @@ class StaticRuntime:
         device: torch.device,
         *,
         compile: bool = True,
-        backend: str = "inductor",
+        backend: Any = "inductor",
+        graphs: bool | None = None,
     ) -> None:
         self.model = weakref.ref(model)
-        self.parts = ModelParts.of(model)
         self.device = torch.device(device)
-        self.dtype = self.parts.embed.weight.dtype
+        parts = ModelParts.of(model)
+        self.dtype = parts.embed.weight.dtype
         self.compiled = compile
+        self.backend = backend if compile else None
+        self.cache_key = compile_cache.cache_key(model, self.device, backend) if compile else None
+        if self.cache_key is not None:
+            compile_cache.load(self.cache_key)
+            parts = dataclasses.replace(
+                parts,
+                before=Compiled(before_attention, backend, dynamic_args={1: 1, 2: 2, 3: 2}),
+                after=Compiled(after_attention, backend, dynamic_args={1: 1, 2: 1}),
+            )
+        self.parts = parts
+        on_gpu = self.device.type == "cuda"
+        self.graphs: GraphRunner | None = (
+            CudaGraphs(self.device) if on_gpu and (graphs is None or graphs) else None
+        )
+        self.capture_s = 0.0
+        """Seconds spent capturing graphs and compiling, at the first use of each shape."""
         config = model.config
         context = int(getattr(config, "max_position_embeddings", None) or 32768)
         self.context_length = context
         self.max_capacity = 1 << (context + MAX_TREE - 1).bit_length()
-        self._free: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        self._free: dict[int, CacheTensors] = {}
         self._lock = threading.Lock()
-        self._graphs = compile and self.device.type == "cuda"
-        self._windowed = self.device.type != "cuda"
-        self.backend = backend if compile else None
-        graphs = self._graphs
-        self._forward = Compiled(forward, backend, graphs=graphs) if compile else forward
-        self._forward_last = (
-            Compiled(forward_last, backend, graphs=graphs) if compile else forward_last
-        )
-        self._compact = Compiled(compact, backend, graphs=graphs) if compile else compact
+        self._saved_at = 0
+        self._forward = forward
+        self._forward_last = forward_last
+        self._compact = compact
 
     def install(self) -> StaticRuntime:
         """Make this the runtime of its model again (after :func:`uninstall`)."""
@@ -170,16 +236,16 @@ class StaticRuntime:
         to what that forward suggests."""
         return StaticCache(self)
 
-    def release(self, slot: list[Any]) -> None:
-        """Take back a cache's tensors for the next cache of the same capacity (reusing them
-        keeps CUDA graphs' static addresses valid); one set is kept per capacity."""
-        capacity, keys, values = slot
-        if capacity:
+    def release(self, held: list[CacheTensors]) -> None:
+        """Take back a cache's tensors (and their graphs) for the next cache of the same
+        capacity; one set is kept per capacity."""
+        tensors = held[0]
+        if tensors.capacity:
             with self._lock:
-                self._free.setdefault(capacity, (keys, values))
-        slot[:] = [0, [], []]
+                self._free.setdefault(tensors.capacity, tensors)
+        held[0] = _empty()
 
-    def _take(self, capacity: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _take(self, capacity: int) -> CacheTensors:
         with self._lock:
             free = self._free.pop(capacity, None)
         if free is not None:
@@ -190,12 +256,7 @@ class StaticRuntime:
         with torch.inference_mode():
             keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(layers)]
             values = [torch.zeros_like(k) for k in keys]
-        if self.compiled:
-            for tensor in (*keys, *values):
-                if self._graphs:
-                    torch._dynamo.mark_static_address(tensor)
-                torch._dynamo.maybe_mark_dynamic(tensor, 2)
-        return keys, values
+        return CacheTensors(capacity, keys, values)
 
     def reserve(self, cache: StaticCache, positions: int) -> None:
         """Make room for ``positions`` more slots after the cached ones, moving the cache to
@@ -210,41 +271,46 @@ class StaticRuntime:
                 f"{self.context_length}; edit a smaller range or use a longer-context model"
             )
         wanted = max(MIN_CAPACITY, 2 * need)
-        capacity = min(1 << (wanted - 1).bit_length(), self.max_capacity)
-        keys, values = self._take(capacity)
-        old = list(cache._slot)
+        tensors = self._take(min(1 << (wanted - 1).bit_length(), self.max_capacity))
+        old = cache.tensors
         if cache.length:
             with torch.inference_mode():
-                for new, before in zip((*keys, *values), (*old[1], *old[2]), strict=True):
+                for new, before in zip(
+                    (*tensors.keys, *tensors.values), (*old.keys, *old.values), strict=True
+                ):
                     new[:, :, : cache.length].copy_(before[:, :, : cache.length])
-        cache._slot[:] = [capacity, keys, values]
-        cache._windows.clear()
-        self.release(old)
+        held = [old]
+        cache._held[0] = tensors
+        self.release(held)
 
     # -- forwards ----------------------------------------------------------------------------
 
-    def _ints(self, values: list[int]) -> torch.Tensor:
-        """Host integers on the device in one copy that does not wait for the device."""
-        host = torch.tensor(values, dtype=torch.long)
-        if self.device.type == "cuda":
-            return host.pin_memory().to(self.device, non_blocking=True)
-        return host.to(self.device)
-
-    def _begin(self) -> None:
-        if self._graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-
-    def _layers(
-        self, cache: StaticCache, end: int
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The cache tensors a forward writing below slot ``end`` runs on: on a CPU the
-        smallest window holding them; on a GPU the whole cache (one shape per bucket, so
-        one CUDA graph each, and reading the empty slots costs little there)."""
-        return cache.window(end) if self._windowed else (cache.keys, cache.values)
+    def _launch(
+        self,
+        tensors: CacheTensors,
+        key: Hashable,
+        ints: list[int],
+        body: Callable[[torch.Tensor], T],
+    ) -> T:
+        """Run ``body`` on ``ints`` as a device tensor: replayed from the graph of ``key``
+        on these tensors, or eagerly. Time spent capturing or compiling is added to
+        :attr:`capture_s`; after a call that compiled something the artifacts are saved."""
+        host = torch.tensor(ints, dtype=torch.long)
+        compiled = compiled_graphs() if self.compiled else 0
+        if self.graphs is not None:
+            result, captured = self.graphs.run(tensors.graphs, key, host, body)
+            self.capture_s += captured
+        else:
+            began = time.perf_counter()
+            result = body(to_device(host, self.device))
+            if self.compiled and compiled_graphs() != compiled:
+                self.capture_s += time.perf_counter() - began
+        self.persist()
+        return result
 
     def _owned(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A CUDA graph's output is overwritten by its next replay: keep a copy."""
-        return tensor.clone() if self._graphs else tensor
+        """A graph's output is overwritten by its next replay: keep a copy."""
+        return tensor.clone() if self.graphs is not None else tensor
 
     @torch.inference_mode()
     def append(self, cache: StaticCache, token_ids: list[int]) -> torch.Tensor:
@@ -259,20 +325,20 @@ class StaticRuntime:
         for size in pieces:
             chunk, padded = token_ids[first : first + size], bucket(size)
             first += size
-            packed = self._ints([*chunk, *[0] * (padded - size), cache.length, size - 1])
-            keys, values = self._layers(cache, cache.length + padded)
-            self._begin()
-            logits = self._forward_last(
-                self.parts,
-                keys,
-                values,
-                packed[:padded][None],
-                packed[padded],
-                packed[padded + 1 :],
+            window = window_size(cache.length + padded, cache.capacity)
+            keys, values = cache.tensors.window(window)
+
+            def body(packed: torch.Tensor, keys=keys, values=values, padded=padded) -> Any:
+                tokens, start, last = packed[:padded][None], packed[padded], packed[padded + 1 :]
+                return self._forward_last(self.parts, keys, values, tokens, start, last)
+
+            ints = [*chunk, *[0] * (padded - size), cache.length, size - 1]
+            logits = self._owned(
+                self._launch(cache.tensors, ("append", padded, window), ints, body)
             )
             cache.length += size
         assert logits is not None
-        return self._owned(logits)
+        return logits
 
     @torch.inference_mode()
     def verify_tree(
@@ -285,17 +351,15 @@ class StaticRuntime:
         padded = bucket(size)
         self.reserve(cache, padded)
         pad = padded - size
-        packed = self._ints([*tokens, *[0] * pad, *parents, *[-1] * pad, cache.length])
-        keys, values = self._layers(cache, cache.length + padded)
-        self._begin()
-        hidden = self._forward(
-            self.parts,
-            keys,
-            values,
-            packed[:padded][None],
-            packed[2 * padded],
-            packed[padded : 2 * padded],
-        )
+        window = window_size(cache.length + padded, cache.capacity)
+        keys, values = cache.tensors.window(window)
+
+        def body(packed: torch.Tensor) -> Any:
+            nodes, links, start = packed[:padded][None], packed[padded:-1], packed[-1]
+            return self._forward(self.parts, keys, values, nodes, start, links)
+
+        ints = [*tokens, *[0] * pad, *parents, *[-1] * pad, cache.length]
+        hidden = self._launch(cache.tensors, ("tree", padded, window), ints, body)
         cache.length += size
         return self._owned(hidden[:size])
 
@@ -312,10 +376,14 @@ class StaticRuntime:
         if nodes != list(range(size)):
             padded = bucket(size)
             rest = range(past + size, past + padded)
-            packed = self._ints([*(past + n for n in nodes), *rest, *range(past, past + padded)])
-            keys, values = self._layers(cache, past + max(padded, max(nodes) + 1))
-            self._begin()
-            self._compact(keys, values, packed[:padded], packed[padded:])
+            window = window_size(past + max(padded, max(nodes) + 1), cache.capacity)
+            keys, values = cache.tensors.window(window)
+
+            def body(packed: torch.Tensor) -> None:
+                self._compact(keys, values, packed[:padded], packed[padded:])
+
+            ints = [*(past + n for n in nodes), *rest, *range(past, past + padded)]
+            self._launch(cache.tensors, ("keep", padded, window), ints, body)
         cache.length = past + size
 
     @staticmethod
@@ -323,31 +391,50 @@ class StaticRuntime:
         """Drop cached positions beyond ``length``."""
         cache.length = min(cache.length, length)
 
+    def persist(self) -> None:
+        """Save the compile artifacts of this process (with ``compile``; see
+        :mod:`cad.selector.compile_cache`) when something was compiled since the last save."""
+        if self.cache_key is not None and compiled_graphs() != self._saved_at:
+            self._saved_at = compiled_graphs()
+            compile_cache.save(self.cache_key)
+
     def warm_up(self, capacity: int = 2048) -> None:
-        """Run every kind of forward at two sizes on a cache of ``capacity`` slots, so the
-        compiled graphs exist before the first edit (``cad serve --preload``)."""
+        """Run every kind of forward at a few sizes on a cache of ``capacity`` slots, so the
+        common graphs are captured (and compiled) before the first edit (``cad serve
+        --preload``); the cache's tensors, and their graphs, stay in the pool for the next
+        cache of that capacity."""
         cache = self.new_cache()
         self.reserve(cache, capacity // 2)
-        for size in (1, BUCKETS[1], BUCKETS[2]):
+        for size in (1, BUCKETS[1], BUCKETS[3]):
             self.append(cache, [0] * size)
-        for size in (BUCKETS[1], BUCKETS[2]):
+        for size in BUCKETS[1:-1]:
             past = cache.length
             self.verify_tree(cache, [0] * size, [-1, *range(size - 1)])
             self.keep(cache, past, list(range(0, size // 2 + 2, 2)))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        self.persist()
 
 
 _RUNTIMES: weakref.WeakKeyDictionary[Any, StaticRuntime] = weakref.WeakKeyDictionary()
 
 
 def install(
-    model: Any, device: torch.device | str, *, compile: bool = True, backend: str = "inductor"
+    model: Any,
+    device: torch.device | str,
+    *,
+    compile: bool = True,
+    backend: str = "inductor",
+    graphs: bool | None = None,
 ) -> StaticRuntime:
-    """Give ``model`` a static-cache runtime (compiled by ``backend`` unless
-    ``compile=False``): from now on ``kv.new_cache(model)`` returns its caches. Raises
-    :class:`UnsupportedModel` for architectures it does not know."""
-    return StaticRuntime(model, torch.device(device), compile=compile, backend=backend).install()
+    """Give ``model`` a static-cache runtime (regionally compiled by ``backend`` unless
+    ``compile=False``; CUDA graphs on a GPU unless ``graphs=False``): from now on
+    ``kv.new_cache(model)`` returns its caches. Raises :class:`UnsupportedModel` for
+    architectures it does not know."""
+    runtime = StaticRuntime(
+        model, torch.device(device), compile=compile, backend=backend, graphs=graphs
+    )
+    return runtime.install()
 
 
 def installed(model: Any) -> StaticRuntime | None:

@@ -43,6 +43,14 @@ def exponential_noise(shape: tuple[int, ...], generator: torch.Generator) -> tor
     return noise.clamp_min_(torch.finfo(noise.dtype).tiny)
 
 
+def batched_reads(device: torch.device) -> bool:
+    """Whether the choices along a draft path are made together on ``device`` and read back
+    once (a GPU, where every read waits for the device), rather than one node at a time as
+    acceptance reaches it (a CPU, where a read costs nothing and unreached nodes cost
+    work)."""
+    return torch.device(device).type == "cuda"
+
+
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on ``device`` without making the host wait (pinned, asynchronous)."""
     if device.type == "cuda":
@@ -87,6 +95,23 @@ def masked_sample(
     masks ``logits`` in place."""
     apply_token_bitmask_inplace(logits, bitmask)
     return race(distribution(logits, temperature, top_p), noise)
+
+
+def greedy_path(
+    logits: torch.Tensor, bitmask: torch.Tensor | None, drafted: list[int]
+) -> list[int]:
+    """The greedy choices at the ``k`` nodes of a draft path, decided on the logits' device
+    with one read: ``logits`` ``(k, vocab)`` (masked in place by ``bitmask`` ``(k, width)``
+    when given), ``drafted[i]`` the token drafted after node ``i`` (the next node's; -1 for
+    none). Acceptance stops at the first choice that differs from its draft; the choices up
+    to and including that one (all ``k`` when every draft agrees) come back."""
+    if bitmask is not None:
+        apply_token_bitmask_inplace(logits, to_device(bitmask, logits.device))
+    choices = logits.argmax(dim=-1)
+    expected = to_device(torch.tensor(drafted, dtype=torch.long), logits.device)
+    accepted = torch.cumprod((choices == expected).long(), dim=0).sum()
+    read = torch.cat([accepted[None], choices]).tolist()
+    return read[1 : 2 + read[0]]
 
 
 class TokenChooser:

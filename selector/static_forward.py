@@ -4,17 +4,25 @@ out step by step on top of the model's own modules.
 The embeddings, norms, projections (LoRA adapters included), MLPs and rotary tables are the
 loaded model's; the cache, the positions, the attention mask and the attention are ours. A
 forward feeds ``B`` tokens after ``start`` cached positions into cache slots
-``start .. start + B - 1``; every shape depends only on ``B`` and the cache's capacity, never
-on ``start``, so a compiled forward is reused at every position (and a CUDA graph replays).
+``start .. start + B - 1``; it is handed the cache tensors, or a window of their first slots
+that holds what it writes, and every shape depends only on ``B`` and that size, never on
+``start``, so a compiled forward is reused at every position (and a CUDA graph replays).
 
 The ``B`` tokens are a chain (an ordinary append: each follows the one before) or a tree
 given by parent indices (a draft graph: each node follows its parent). For a tree the mask
 and the position ids are built here, on the device, from the parents alone: a node sees the
 whole cached prefix, its ancestors and itself, at position ``start + depth``.
+
+A layer runs in three parts: :func:`before_attention` (norm, projections, rotary),
+the cache write and attention, and :func:`after_attention` (output projection, MLP). The two
+outer parts never see the cache, so their shapes depend on ``B`` alone: they are what a
+compiler compiles once and reuses for every layer (regional compilation), while attention,
+whose shapes follow the cache window, runs as written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +39,43 @@ class UnsupportedModel(ValueError):
     """The static-cache forward does not know this architecture."""
 
 
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def before_attention(
+    layer: Any, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One decoder layer up to attention: the input norm, the query/key/value projections
+    (with the query and key norms of Qwen3) and the rotary embedding. ``hidden`` is ``(1, B,
+    hidden)``, ``cos``/``sin`` ``(1, 1, B, D)``; returns query ``(1, heads, B, D)``, key and
+    value ``(1, kv_heads, B, D)``."""
+    attention = layer.self_attn
+    x = layer.input_layernorm(hidden)
+    shape = (1, hidden.shape[1], -1, head_dim)
+    query = attention.q_proj(x).view(shape)
+    key = attention.k_proj(x).view(shape)
+    if hasattr(attention, "q_norm"):
+        query, key = attention.q_norm(query), attention.k_norm(key)
+    query, key = query.transpose(1, 2), key.transpose(1, 2)
+    query = query * cos + _rotate_half(query) * sin
+    key = key * cos + _rotate_half(key) * sin
+    value = attention.v_proj(x).view(shape).transpose(1, 2)
+    return query, key, value
+
+
+def after_attention(layer: Any, hidden: torch.Tensor, mixed: torch.Tensor) -> torch.Tensor:
+    """The rest of a decoder layer: the attention output projection added to ``hidden``,
+    then the MLP on its norm added again."""
+    hidden = hidden + layer.self_attn.o_proj(mixed)
+    return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+
+
 @dataclass(frozen=True)
 class ModelParts:
-    """The modules one forward runs through, and the attention shape."""
+    """The modules one forward runs through, the attention shape, and the functions that run
+    a layer's parts around attention (compiled versions replace them under ``--compile``)."""
 
     embed: Any
     layers: Any
@@ -44,6 +86,8 @@ class ModelParts:
     num_kv_heads: int
     head_dim: int
     scale: float
+    before: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = before_attention
+    after: Callable[..., torch.Tensor] = after_attention
 
     @classmethod
     def of(cls, model: Any) -> ModelParts:
@@ -117,13 +161,12 @@ def attend(
     visible: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Attention of ``query`` ``(1, heads, B, D)`` over the whole cache ``(1, kv_heads, S,
-    D)`` where ``visible`` ``(B, S)`` allows; grouped-query heads share their key/value head
-    without copying it. Returns ``(1, B, heads * D)``.
+    """Attention of ``query`` ``(1, heads, B, D)`` over the cache (or its window) ``(1,
+    kv_heads, S, D)`` where ``visible`` ``(B, S)`` allows; grouped-query heads share their
+    key/value head without copying it. Returns ``(1, B, heads * D)``.
 
-    One query (the decode step) is written out as matrix products and a softmax, which a
-    compiler fuses into a few kernels reading the cache once; wider inputs use PyTorch's
-    fused attention."""
+    One query (the decode step) is written out as matrix products and a softmax, a few
+    kernels reading the window once; wider inputs use PyTorch's fused attention."""
     _, heads, size, dim = query.shape
     if size == 1:
         kv_heads = keys.shape[1]
@@ -136,11 +179,6 @@ def attend(
         query, keys, values, attn_mask=visible[None, None], scale=scale, enable_gqa=True
     )
     return out.transpose(1, 2).reshape(1, size, heads * dim)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def forward(
@@ -165,23 +203,12 @@ def forward(
     hidden = parts.embed(tokens)
     cos, sin = parts.rotary(hidden, positions)
     cos, sin = cos[:, None], sin[:, None]
-    shape = (1, size, -1, parts.head_dim)
     for index, layer in enumerate(parts.layers):
-        attention = layer.self_attn
-        x = layer.input_layernorm(hidden)
-        query = attention.q_proj(x).view(shape)
-        key = attention.k_proj(x).view(shape)
-        if hasattr(attention, "q_norm"):
-            query, key = attention.q_norm(query), attention.k_norm(key)
-        query, key = query.transpose(1, 2), key.transpose(1, 2)
-        query = query * cos + _rotate_half(query) * sin
-        key = key * cos + _rotate_half(key) * sin
-        value = attention.v_proj(x).view(shape).transpose(1, 2)
+        query, key, value = parts.before(layer, hidden, cos, sin, parts.head_dim)
         keys[index].index_copy_(2, slots, key)
         values[index].index_copy_(2, slots, value)
         mixed = attend(query, keys[index], values[index], visible, parts.scale)
-        hidden = hidden + attention.o_proj(mixed)
-        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        hidden = parts.after(layer, hidden, mixed)
     return parts.norm(hidden)[0]
 
 

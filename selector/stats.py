@@ -22,7 +22,14 @@ class DecodeStats:
     """Costs of one decode. ``generated_tokens`` are model-decided, ``forced_tokens`` are
     structural literals the grammar determined, ``copied_tokens`` are copied text appended to
     the cache; every forward after the prompt counts in ``forwards``; ``drafted_tokens`` are
-    the draft-tree nodes verified beside the known tokens."""
+    the draft-tree nodes verified beside the known tokens.
+
+    Times are seconds by phase: ``prefill_s`` the prompt's forward (and keeping its accepted
+    path), ``decode_s`` every forward after it (and keeping accepted paths), ``host_s``
+    the host's share (drafting, masks and acceptance, with the token choices they wait for),
+    ``capture_s`` capturing CUDA graphs and compiling, at the first use of a shape (taken
+    out of the forward it happened in), ``wall_s`` the whole decode. On a GPU each phase
+    ends with a synchronisation, so forwards are timed as GPU work, not kernel launches."""
 
     mode: str = "program"
     forwards: int = 0
@@ -37,6 +44,8 @@ class DecodeStats:
     truncated: bool = False
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    host_s: float = 0.0
+    capture_s: float = 0.0
     wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, object]:

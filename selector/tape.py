@@ -9,6 +9,7 @@ sequences it later sees.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -21,6 +22,17 @@ from cad.selector.stats import DecodeStats, Progress
 def count_lines(text: str) -> int:
     """Line terminators in ``text`` (CRLF counts once)."""
     return text.count("\n") + text.count("\r") - text.count("\r\n")
+
+
+@dataclass(frozen=True)
+class TapeMark:
+    """Where a tape stood (see :meth:`ProgramTape.mark`)."""
+
+    steps: int
+    tokens: int
+    ops: int
+    op_start: int
+    stats: DecodeStats
 
 
 class ProgramTape:
@@ -46,6 +58,33 @@ class ProgramTape:
         self.tokens: list[int] = []
         self.decided: list[bool] = []
         self.op_start = 0
+        self._steps = 0
+
+    def mark(self) -> TapeMark:
+        """A point to come back to with :meth:`undo` (walking a draft ahead of the model's
+        choices to prepare their masks)."""
+        return TapeMark(
+            self._steps,
+            len(self.tokens),
+            len(self.resolver.ops),
+            self.op_start,
+            replace(self.stats),
+        )
+
+    def undo(self, mark: TapeMark) -> None:
+        """Put the tape back where it stood at ``mark``: the matcher's steps rolled back, the
+        tokens, resolved ops and counts since then dropped."""
+        self.matcher.rollback(self._steps - mark.steps)
+        self._steps = mark.steps
+        del self.tokens[mark.tokens :], self.decided[mark.tokens :]
+        if len(self.resolver.ops) > mark.ops:
+            kept = self.resolver.ops[: mark.ops]
+            self.resolver = IncrementalResolver(self.resolver.document)
+            for op in kept:
+                self.resolver.push(op)
+        self.op_start = mark.op_start
+        for item in fields(DecodeStats):
+            setattr(self.stats, item.name, getattr(mark.stats, item.name))
 
     def _record(self, ids: list[int], decided: bool) -> None:
         self.tokens.extend(ids)
@@ -82,6 +121,7 @@ class ProgramTape:
             for token in ids:
                 if not self.matcher.accept_token(token):
                     raise RuntimeError(f"forced token {token} rejected by the program FSM")
+                self._steps += 1
             self.stats.forced_tokens += len(ids)
             self._record(ids, decided=False)
             out.extend(ids)
@@ -105,6 +145,7 @@ class ProgramTape:
         """Put a model-decided token on the tape."""
         if not self.matcher.accept_token(token):
             raise RuntimeError(f"token {token} rejected by the program FSM")
+        self._steps += 1
         self.stats.generated_tokens += 1
         self._record([token], decided=True)
 
@@ -124,6 +165,7 @@ class ProgramTape:
         """Out of budget: close the program validly without the model, and flag it."""
         if not self.matcher.accept_bytes(self.matcher.completion_bytes()):
             raise RuntimeError("the program FSM rejected its own completion")
+        self._steps += 1
         self._take_completed_ops()
         self.stats.truncated = True
 

@@ -21,7 +21,7 @@ import torch
 from cad.selector import kv
 from cad.selector.draft_graph import DraftGraph
 from cad.selector.runtime import StaticCache
-from cad.selector.sampling import Sampling, speculative_choices
+from cad.selector.sampling import Sampling, batched_reads, greedy_path, speculative_choices
 from cad.selector.static_forward import tree_layout
 
 
@@ -52,17 +52,20 @@ class NodeLogits:
 
     Asking for a node projects it together with the chain of first children below it (the
     best-scored continuation, which acceptance usually walks) in one matrix product. The
-    model's choices (``argmax``, ``sampled``) are made on the logits' device; on a GPU those
-    of a whole chain are made together and read back at once, so walking an accepted path
-    costs one read, while on a CPU, where a read costs nothing, each node is decided only
-    when acceptance reaches it."""
+    model's choices (``argmax``, ``sampled``) are made on the logits' device; on a GPU
+    (:func:`batched_reads`) those of the whole chain are made together, with acceptance
+    decided there too, and read back at once, so walking an accepted path costs one read,
+    while on a CPU, where a read costs nothing, each node is decided only when acceptance
+    reaches it (and a chain is projected 32 nodes at a time)."""
 
-    def __init__(self, model: Any, hidden: torch.Tensor, graph: DraftGraph, chunk: int = 32):
+    def __init__(
+        self, model: Any, hidden: torch.Tensor, graph: DraftGraph, chunk: int | None = None
+    ):
         self.head = None if model is None else model.get_output_embeddings()
         self.hidden = hidden
         self.graph = graph
-        self.chunk = chunk
-        self.batched = hidden.device.type == "cuda"
+        self.batched = batched_reads(hidden.device)
+        self.chunk = chunk or (max(len(graph), 1) if self.batched else 32)
         self.cached: dict[int, torch.Tensor] = {}
         self.choices: dict[int, int] = {}
 
@@ -106,10 +109,15 @@ class NodeLogits:
         return [node], self[node][None]
 
     def argmax(self, node: int) -> int:
-        """The model's greedy choice after ``node``."""
+        """The model's greedy choice after ``node``: on a GPU decided with the chain below
+        it, up to the first node where the choice leaves the chain."""
         if node not in self.choices:
-            nodes, rows = self._decided_with(node)
-            self.choices.update(zip(nodes, rows.argmax(dim=-1).tolist(), strict=True))
+            if not self.batched:
+                return int(self[node].argmax())
+            nodes = self.chain(node)
+            drafted = [self.graph.tokens[n] for n in nodes[1:]] + [-1]
+            picks = greedy_path(self.rows(nodes), None, drafted)
+            self.choices.update(zip(nodes, picks, strict=False))
         return self.choices[node]
 
     def sampled(self, node: int, sampling: Sampling, generator: torch.Generator) -> int:

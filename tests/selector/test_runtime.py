@@ -25,8 +25,17 @@ import torch
 from cad.grammar import allocate_token_bitmask
 from cad.grammar import compile as compile_grammar
 from cad.grammar.bitmask import fill_from_allowed
+from cad.grammar.index_cache import cache_path
 from cad.resolver import format, oracle
-from cad.selector import Decoder, Sampling, generate_constrained, kv, prompt_lookup, regenerate
+from cad.selector import (
+    Decoder,
+    Sampling,
+    compile_cache,
+    generate_constrained,
+    kv,
+    prompt_lookup,
+    regenerate,
+)
 from cad.selector.draft_graph import build_graph, prune
 from cad.selector.drafting import Candidate
 from cad.selector.loading import LoadedModel
@@ -299,6 +308,12 @@ def eager_outcomes(qwen) -> dict[str, list[Any]]:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_static_runtime_decodes_exactly_as_eager(qwen, eager_outcomes, mode: str) -> None:
+    with running(StaticRuntime(qwen.model, qwen.device, compile=False), qwen):
+        assert MODES[mode](qwen) == eager_outcomes[mode]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_compiled_runtime_decodes_exactly_as_eager(qwen, eager_outcomes, mode: str) -> None:
     runtime = _compiled_runtime(qwen, "aot_eager")
     with running(runtime, qwen):
@@ -331,24 +346,46 @@ def test_two_models_never_share_compiled_graphs(qwen, llama) -> None:
 
 
 def _still_compiled(runtime: StaticRuntime) -> bool:
-    """Whether every forward of ``runtime`` still runs compiled (none fell back)."""
-    steps = (runtime._forward, runtime._forward_last, runtime._compact)
-    return all(step.compiled is not None for step in steps)
+    """Whether both compiled parts of a layer still run compiled (none fell back)."""
+    return all(part.compiled is not None for part in (runtime.parts.before, runtime.parts.after))
 
 
-def test_a_forward_that_cannot_compile_runs_eagerly(qwen, caplog) -> None:
+def test_a_layer_part_that_cannot_compile_runs_eagerly(qwen, caplog) -> None:
     runtime = StaticRuntime(qwen.model, qwen.device, compile=True, backend="aot_eager")
 
     def refuse(*args):
         raise torch._dynamo.exc.Unsupported("no")
 
-    runtime._forward_last.compiled = refuse
+    runtime.parts.after.compiled = refuse
     prompt = _tokens(5, 12)
     expected = kv.prefill(qwen.model, kv.new_cache(qwen.model), prompt, qwen.device)
     got = kv.prefill(qwen.model, runtime.new_cache(), prompt, qwen.device)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    assert runtime._forward_last.compiled is None
-    assert "compiling forward_last failed (Unsupported: no)" in caplog.text
+    assert runtime.parts.after.compiled is None
+    assert runtime.parts.before.compiled is not None
+    assert "compiling after_attention failed (Unsupported: no)" in caplog.text
+
+
+def test_one_compiled_layer_serves_every_layer_and_size(qwen) -> None:
+    """Regional compilation: each part of a layer is compiled for a one-token forward and
+    once for every wider one, whatever the number of layers and buckets."""
+    graphs: list[int] = []
+
+    def counting(graph: torch.fx.GraphModule, inputs: list[Any]) -> Any:
+        graphs.append(len(inputs))
+        return graph.forward
+
+    runtime = StaticRuntime(qwen.model, qwen.device, compile=True, backend=counting)
+    expected_cache, cache = kv.new_cache(qwen.model), runtime.new_cache()
+    for size in (40, 1, 8, 1, 20, 100):
+        tokens = _tokens(size, size)
+        expected = kv.append(qwen.model, expected_cache, tokens, qwen.device)
+        torch.testing.assert_close(
+            kv.append(qwen.model, cache, tokens, qwen.device), expected, atol=1e-4, rtol=1e-4
+        )
+    assert len(qwen.model.model.layers) > 1
+    assert len(graphs) == 4
+    assert runtime.capture_s > 0
 
 
 @pytest.mark.slow
@@ -378,5 +415,7 @@ def test_inductor_compiled_step_and_token_choice_match_eager(qwen) -> None:
     assert compiled.argmax(dim=-1).tolist() == eager.argmax(dim=-1).tolist()
     assert compiled_tokens == eager_tokens
     assert all(allowed[t] for t in compiled_tokens)
-    assert runtime._forward_last.compiled is not None
+    assert _still_compiled(runtime)
     assert _kernel(masked_greedy, "inductor").compiled is not None
+    stored = cache_path(compile_cache.KIND, runtime.cache_key)
+    assert stored.is_file() and stored.stat().st_size > 0

@@ -229,7 +229,7 @@ def test_the_speculative_rule_under_a_mask_samples_the_masked_distribution() -> 
     draws = 6000
     for i in range(draws):
         drafted = [[2, 0], [4], [1, 2, 4], [0]][i % 4]
-        counts[choose(tape, logits.clone(), drafted)] += 1
+        counts[choose.one(tape, logits.clone(), drafted)] += 1
     assert counts[3] == counts[5] == 0
     torch.testing.assert_close(counts / draws, expected, atol=0.025, rtol=0)
 

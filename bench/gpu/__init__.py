@@ -1,0 +1,1 @@
+"""The GPU check (``bench/gpu/run.sh``) and the measurements only it runs."""

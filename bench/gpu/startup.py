@@ -1,0 +1,142 @@
+"""Start-up on a GPU: seconds from a fresh process's start to its imports, its model, the
+first forward of a rewrite-mode edit (with that forward's acceptance) and the edit's end,
+for the default CUDA graphs and for ``--compile``, each cold (empty cad, inductor and triton
+caches) and then warm (the caches the cold run filled).
+
+    python3 -m bench.gpu.startup --model qwen2.5-1.5b --out-json s.json --out-md s.md
+
+The edit is the first held-out HumanEvalPack-Fix edit, its target forced (random weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODES = ("graphs", "compile")
+MARKS = ("imported", "loaded", "first_forward", "edit")
+
+
+def child(mode: str, model: str, device: str, dtype: str, launched: float) -> dict[str, object]:
+    """The measured process: import, load, one edit; the marks in seconds since launch."""
+    marks: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        marks.setdefault(name, time.time() - launched)
+
+    from bench.harness import pick_model
+    from cad.selector.rewrite import rewrite_forced
+    from cad.training.datasets import load_edits, select_split
+
+    mark("imported")
+    loaded = pick_model(model, device, dtype, compile=mode == "compile")
+    mark("loaded")
+    example = select_split(load_edits("heval-python"), "test")[0]
+    result = rewrite_forced(
+        loaded,
+        example.before,
+        example.instruction,
+        example.after,
+        on_progress=lambda _: mark("first_forward"),
+    )
+    mark("first_forward")
+    mark("edit")
+    return {
+        "marks": marks,
+        "exact": result.text == example.after,
+        "capture_s": result.stats.capture_s,
+    }
+
+
+def measure(mode: str, model: str, device: str, dtype: str, caches: Path) -> dict[str, object]:
+    """One fresh process in ``mode`` with its caches in ``caches``."""
+    env = dict(
+        os.environ,
+        CAD_CACHE_DIR=str(caches / "cad"),
+        TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
+        TRITON_CACHE_DIR=str(caches / "triton"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    command = [sys.executable, "-m", "bench.gpu.startup", "--child", mode, "--model", model]
+    command += ["--device", device, "--dtype", dtype, "--launched", repr(time.time())]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        return {"error": lines[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(model: str, device: str, dtype: str, modes: tuple[str, ...]) -> dict[str, object]:
+    """Cold then warm, per mode, each mode with caches of its own."""
+    result: dict[str, object] = {"model": model, "device": device, "dtype": dtype}
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix=f"cad-startup-{mode}-") as folder:
+            runs = {}
+            for state in ("cold", "warm"):
+                runs[state] = measure(mode, model, device, dtype, Path(folder))
+                print(f"{mode} {state}: {json.dumps(runs[state])}", flush=True)
+            result[mode] = runs
+    return result
+
+
+def markdown(result: dict[str, object]) -> str:
+    """One row per mode and cache state."""
+    lines = [
+        f"Start-up, {result['model']} (random init), {result['device']}, {result['dtype']}: "
+        "seconds since process start",
+        "",
+        "| runtime | caches | imports | model | first forward | edit done | capture |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for mode in MODES:
+        runs = result.get(mode)
+        if not isinstance(runs, dict):
+            continue
+        for state, run_ in runs.items():
+            if "error" in run_:
+                lines.append(f"| {mode} | {state} | {run_['error']} | | | | |")
+                continue
+            marks = run_["marks"]
+            cells = " | ".join(f"{marks[name]:.1f}" for name in MARKS)
+            lines.append(f"| {mode} | {state} | {cells} | {run_['capture_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    """Command line entry point; returns what it wrote."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="qwen2.5-1.5b")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--out-json", type=Path)
+    parser.add_argument("--out-md", type=Path)
+    args = parser.parse_args(argv)
+    if args.child:
+        outcome = child(args.child, args.model, args.device, args.dtype, args.launched)
+        print(json.dumps(outcome))
+        return outcome
+    modes = tuple(mode for mode in args.modes.split(",") if mode)
+    result = run(args.model, args.device, args.dtype, modes)
+    if args.out_json:
+        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
+    table = markdown(result)
+    if args.out_md:
+        args.out_md.write_text(table)
+    print(table)
+    return result
+
+
+if __name__ == "__main__":
+    main()
