@@ -1,11 +1,19 @@
-"""How the command line reads: plurals, usage lines, which options were given."""
+"""How the command line reads: plurals, usage lines, which options were given, and
+writing results to standard output."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import typer
 from typer.core import TyperCommand
+
+from cad.errors import UserError
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -46,3 +54,37 @@ def given_options(ctx: typer.Context, names: list[str]) -> set[str]:
         if source is not None and source.name != "DEFAULT":
             given.add(name)
     return given
+
+
+@contextlib.contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Write a command's result to standard output inside this block; it is flushed at the
+    end. A stdout that cannot take it (a full device such as ``/dev/full``, a pipe whose
+    reader has gone) becomes one ``UserError``, not a traceback."""
+    try:
+        yield
+        sys.stdout.flush()
+    except OSError as exc:
+        raise output_error(exc) from None
+
+
+def flush_stdout() -> None:
+    """Flush standard output (whatever a command printed), with the same error as
+    :func:`writing_stdout`."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        raise output_error(exc) from None
+
+
+def output_error(exc: OSError) -> UserError:
+    """The error for output that could not be written to stdout. Standard output is pointed at
+    ``/dev/null`` first, so that what is still buffered cannot fail a second time when the
+    interpreter flushes it on exit."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    return UserError(f"cannot write the output to stdout ({exc.strerror or exc})")

@@ -8,6 +8,7 @@ units first and the number of segments second (adjacent generated units form one
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -35,58 +36,33 @@ Segment = CopySegment | GenSegment
 
 def longest_matches(
     source: Sequence[Hashable], target: Sequence[Hashable]
-) -> tuple[list[int], list[int]]:
+) -> tuple[array[int], array[int]]:
     """For every target position k: the longest run ``target[k:k+L]`` found in ``source``,
     and a source start of one occurrence. Linear time: a suffix automaton of the reversed
     source scanned with the reversed target."""
     ids: dict[Hashable, int] = {}
-    src = [ids.setdefault(u, len(ids)) for u in reversed(source)]
-    tgt = [ids.get(u, -1) for u in reversed(target)]
-
-    nxt: list[dict[int, int]] = [{}]
-    link = [-1]
-    length = [0]
-    first_end = [-1]
-    last = 0
-    for pos, symbol in enumerate(src):
-        cur = len(nxt)
-        nxt.append({})
-        link.append(-1)
-        length.append(length[last] + 1)
-        first_end.append(pos)
-        p = last
-        while p != -1 and symbol not in nxt[p]:
-            nxt[p][symbol] = cur
-            p = link[p]
-        if p == -1:
-            link[cur] = 0
-        else:
-            q = nxt[p][symbol]
-            if length[p] + 1 == length[q]:
-                link[cur] = q
-            else:
-                clone = len(nxt)
-                nxt.append(dict(nxt[q]))
-                link.append(link[q])
-                length.append(length[p] + 1)
-                first_end.append(first_end[q])
-                while p != -1 and nxt[p].get(symbol) == q:
-                    nxt[p][symbol] = clone
-                    p = link[p]
-                link[q] = clone
-                link[cur] = clone
-        last = cur
-
+    src = array("i", [ids.setdefault(u, len(ids)) for u in reversed(source)])
+    absent = len(ids)  # a symbol no source unit has
+    tgt = array("i", [ids.get(u, absent) for u in reversed(target)])
+    automaton = SuffixAutomaton(src)
+    link, length, first_end, step = (
+        automaton.link,
+        automaton.length,
+        automaton.first_end,
+        automaton.step,
+    )
     n, m = len(src), len(tgt)
-    match_len = [0] * m
-    match_src = [0] * m
+    match_len = array("i", bytes(4 * m))
+    match_src = array("i", bytes(4 * m))
     state, matched = 0, 0
     for t, symbol in enumerate(tgt):
-        while state != 0 and symbol not in nxt[state]:
+        following = step(state, symbol)
+        while following < 0 and state != 0:
             state = link[state]
             matched = length[state]
-        if symbol in nxt[state]:
-            state = nxt[state][symbol]
+            following = step(state, symbol)
+        if following >= 0:
+            state = following
             matched += 1
         else:
             state, matched = 0, 0
@@ -94,6 +70,105 @@ def longest_matches(
         match_len[k] = matched
         match_src[k] = n - 1 - first_end[state] if matched else 0
     return match_len, match_src
+
+
+_NONE = -1
+"""An empty transition slot (symbols are never negative)."""
+
+
+class SuffixAutomaton:
+    """The suffix automaton of a sequence of non-negative int symbols, in flat arrays.
+
+    Per state: its suffix ``link``, the ``length`` of its longest string, the position where
+    that string first ends, and its first two transitions (``symbol1``/``target1``,
+    ``symbol2``/``target2``); the few states with more keep the rest in ``extra``. Nearly
+    every state has one or two transitions, so a state costs about 30 bytes instead of a
+    dictionary (over 200): a 4 MB text needs hundreds of megabytes, not gigabytes."""
+
+    def __init__(self, symbols: Sequence[int]) -> None:
+        link = self.link = array("i", [-1])
+        length = self.length = array("i", [0])
+        first_end = self.first_end = array("i", [-1])
+        symbol1 = self.symbol1 = array("i", [_NONE])
+        target1 = self.target1 = array("i", [0])
+        symbol2 = self.symbol2 = array("i", [_NONE])
+        target2 = self.target2 = array("i", [0])
+        extra: dict[int, dict[int, int]] = {}
+        self.extra = extra
+        last = 0
+        for pos, symbol in enumerate(symbols):
+            cur = len(length)
+            length.append(length[last] + 1)
+            first_end.append(pos)
+            link.append(0)
+            symbol1.append(_NONE)
+            target1.append(0)
+            symbol2.append(_NONE)
+            target2.append(0)
+            # Walk the suffix links from the old last state, adding a transition to the new
+            # state, until a state already has one on ``symbol`` (to ``q``).
+            p, q = last, -1
+            while p != -1:
+                if symbol1[p] == symbol:
+                    q = target1[p]
+                    break
+                if symbol1[p] == _NONE:
+                    symbol1[p], target1[p] = symbol, cur
+                elif symbol2[p] == symbol:
+                    q = target2[p]
+                    break
+                elif symbol2[p] == _NONE:
+                    symbol2[p], target2[p] = symbol, cur
+                else:
+                    more = extra.setdefault(p, {})
+                    q = more.setdefault(symbol, cur)
+                    if q != cur:
+                        break
+                    q = -1
+                p = link[p]
+            last = cur
+            if p == -1:
+                continue
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+                continue
+            clone = len(length)
+            length.append(length[p] + 1)
+            first_end.append(first_end[q])
+            link.append(link[q])
+            symbol1.append(symbol1[q])
+            target1.append(target1[q])
+            symbol2.append(symbol2[q])
+            target2.append(target2[q])
+            if q in extra:
+                extra[clone] = dict(extra[q])
+            # Redirect to the clone the transitions on ``symbol`` that led to ``q``.
+            while p != -1:
+                if symbol1[p] == symbol:
+                    if target1[p] != q:
+                        break
+                    target1[p] = clone
+                elif symbol2[p] == symbol:
+                    if target2[p] != q:
+                        break
+                    target2[p] = clone
+                else:
+                    more = extra.get(p)
+                    if more is None or more.get(symbol) != q:
+                        break
+                    more[symbol] = clone
+                p = link[p]
+            link[q] = clone
+            link[cur] = clone
+
+    def step(self, state: int, symbol: int) -> int:
+        """The state reached from ``state`` on ``symbol``, or -1."""
+        if self.symbol1[state] == symbol:
+            return self.target1[state]
+        if self.symbol2[state] == symbol:
+            return self.target2[state]
+        more = self.extra.get(state)
+        return -1 if more is None else more.get(symbol, -1)
 
 
 def minimal_cover(
@@ -110,25 +185,28 @@ def minimal_cover(
     Dynamic programme over target prefixes. A copy may end at k' from start k iff
     ``k + min_copy <= k' <= k + match_len[k]``; since a match's suffixes match too, the
     starts that reach k' form one contiguous window whose ends only move right, so a
-    monotone deque gives the best start in amortised O(1)."""
+    monotone deque gives the best start in amortised O(1). A (cost, segments) pair is one
+    integer ``cost * scale + segments`` (segments never reach ``scale``), kept in flat
+    arrays."""
     if min_copy < 1:
         raise ValueError("min_copy must be at least 1")
     m = len(target)
     unit_cost = costs if costs is not None else [1] * m
+    scale = m + 2
+    infinite = (sum(unit_cost) + 1) * scale
     match_len, match_src = longest_matches(source, target)
-    inf = (float("inf"), float("inf"))
-    after_copy: list[tuple[float, float]] = [inf] * (m + 1)
-    after_gen: list[tuple[float, float]] = [inf] * (m + 1)
-    best: list[tuple[float, float]] = [inf] * (m + 1)
-    copy_from = [0] * (m + 1)
-    gen_extends = [False] * (m + 1)
-    after_copy[0] = best[0] = (0, 0)
+    after_copy = array("q", [infinite]) * (m + 1)
+    after_gen = array("q", [infinite]) * (m + 1)
+    best = array("q", [infinite]) * (m + 1)
+    copy_from = array("i", bytes(4 * (m + 1)))
+    gen_extends = bytearray(m + 1)
+    after_copy[0] = best[0] = 0
     window: deque[int] = deque()
     lowest = 0
     for end in range(1, m + 1):
-        cost = unit_cost[end - 1]
-        open_gen = (after_copy[end - 1][0] + cost, after_copy[end - 1][1] + 1)
-        extend_gen = (after_gen[end - 1][0] + cost, after_gen[end - 1][1])
+        cost = unit_cost[end - 1] * scale
+        open_gen = after_copy[end - 1] + cost + 1
+        extend_gen = after_gen[end - 1] + cost
         gen_extends[end] = extend_gen < open_gen
         after_gen[end] = min(open_gen, extend_gen)
 
@@ -143,7 +221,7 @@ def minimal_cover(
             window.popleft()
         if window and lowest <= newest:
             start = window[0]
-            after_copy[end] = (best[start][0], best[start][1] + 1)
+            after_copy[end] = best[start] + 1
             copy_from[end] = start
         best[end] = min(after_copy[end], after_gen[end])
 

@@ -2,13 +2,14 @@
 
 Commands report bad input by raising ``UserError`` (the program language's ``ProgramError``
 and the datasets' ``DatasetError`` count as such); ``main`` turns it into one ``error: ...``
-line and a non-zero exit status. SIGTERM stops a command the way Ctrl-C does, so an
+line and a non-zero exit status, as is output that stdout cannot take. SIGTERM stops a command the way Ctrl-C does, so an
 interrupted write removes its temporary file. Warnings and progress bars of the libraries
 underneath are not shown: what the user sees is the command's own output.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from cad.cli_text import flush_stdout, output_error
 from cad.errors import UserError
 from cad.resolver import ProgramError
 from cad.server import edit_command, program_commands, serve_command
@@ -64,16 +66,41 @@ def quiet_libraries() -> None:
         os.environ.setdefault("TQDM_DISABLE", "1")
 
 
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EFBIG, errno.EDQUOT})
+"""Failures of a write, not of a read: without a file name, they are stdout's."""
+
+
+def _os_error_message(exc: OSError) -> str:
+    """What went wrong in an I/O failure: stdout's own error when stdout is what failed
+    (it still holds output, or the failure is a write's without a file), otherwise the
+    system's message and the file it names."""
+    try:
+        flush_stdout()
+    except UserError as output:
+        return str(output)
+    if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:
+        return str(output_error(exc))
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    return f"{exc.strerror or exc}{where}"
+
+
 def main() -> None:
     """Entry point: run the app; bad input becomes one ``error: ...`` line and exit 1 or 2."""
     quiet_libraries()
     signal.signal(signal.SIGTERM, _terminate)
     try:
         status = app(standalone_mode=False)
+        flush_stdout()
     except typer.TyperException as exc:
         context = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and context is not None:
-            print(context.get_help())
+            try:
+                print(context.get_help())
+                flush_stdout()
+            except OSError as failure:
+                print(f"error: {output_error(failure)}", file=sys.stderr)
+            except UserError as output:
+                print(f"error: {output}", file=sys.stderr)
             sys.exit(2)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         hint = f" (see: {context.command_path} --help)" if context is not None else ""
@@ -84,6 +111,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (ProgramError, DatasetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as exc:  # an I/O failure no command foresaw, e.g. help text to /dev/full
+        print(f"error: {_os_error_message(exc)}", file=sys.stderr)
         sys.exit(1)
     except (typer.Abort, KeyboardInterrupt):
         print("error: interrupted; nothing was written", file=sys.stderr)

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from cad.cli_text import CadCommand, given_options, plural
+from cad.cli_text import CadCommand, given_options, plural, writing_stdout
 from cad.defaults import DEFAULT_MODEL
 from cad.errors import UserError
 from cad.files import check_writable, read_text, write_atomic
@@ -36,6 +37,9 @@ from cad.server.syntax_setting import (
     load_schema,
     plan_syntax,
 )
+
+if TYPE_CHECKING:
+    from cad.grammar.cfg.grammar_ir import Grammar
 
 stderr = Console(stderr=True, highlight=False)
 
@@ -126,13 +130,13 @@ class EditOptions:
 @dataclass(frozen=True)
 class EditInputs:
     """What the run reads besides the model: the document, a given program (validated
-    against the document), the baseline's target text, the grammar source, the line range
-    and the draft configuration."""
+    against the document), the baseline's target text, the grammar (through the front end,
+    which needs no tokenizer), the line range and the draft configuration."""
 
     document: str
     forced: Program | None = None
     target: str | None = None
-    grammar: str | None = None
+    grammar: Grammar | None = None
     lines: tuple[int, int] | None = None
     drafts: Any = None
     parts: tuple[str, str, str] = ("", "", "")
@@ -182,12 +186,19 @@ def _refusal(option: str, run: Run, runs: frozenset[Run]) -> str:
     return f"{option} applies to {needed}; add it or leave {option} out"
 
 
+_LINE_RANGE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")
+"""``I`` or ``I-J`` in ASCII digits; no file has 10**18 lines, so longer numbers are refused
+before they are converted."""
+
+
 def parse_lines(lines: str, document: str) -> tuple[int, int]:
     """``I-J`` (or ``I``) as a 1-based inclusive line range inside ``document``."""
-    first, _, last = lines.partition("-")
-    if not first.isdigit() or not (last or first).isdigit():
-        raise UserError(f"--lines {lines!r}: expected I-J, e.g. 3-10")
-    start, end = int(first), int(last or first)
+    match = _LINE_RANGE.fullmatch(lines)
+    if match is None:
+        shown = lines if len(lines) <= 40 else lines[:40] + "..."
+        raise UserError(f"--lines {shown!r}: expected I-J in digits, e.g. 3-10")
+    start = int(match.group(1))
+    end = int(match.group(2) or start)
     count = len(split_lines(document))
     if start < 1:
         raise UserError(f"--lines {lines}: lines count from 1")
@@ -198,12 +209,25 @@ def parse_lines(lines: str, document: str) -> tuple[int, int]:
     return start, end
 
 
+def check_instruction(instr: str) -> None:
+    """Refuse an empty instruction, and one that is not text: bytes that are not UTF-8 reach
+    Python as lone surrogates (``\\udcff`` for 0xFF), which no tokenizer can encode."""
+    if not instr.strip():
+        raise UserError("the instruction is empty; say what to change with --instr")
+    try:
+        instr.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UserError(
+            f"--instr is not valid UTF-8 (character {exc.start + 1} is an undecodable byte or a "
+            "lone surrogate); give the instruction as UTF-8 text"
+        ) from None
+
+
 def read_inputs(options: EditOptions, run: Run) -> EditInputs:
     """Read and check everything the run needs before a model is loaded, so bad input
     fails in a second, not after the model loaded."""
     document = read_text(options.file)
-    if not options.instr.strip():
-        raise UserError("the instruction is empty; say what to change with --instr")
+    check_instruction(options.instr)
     forced = None
     if options.program is not None:
         forced = parse(read_text(options.program))
@@ -221,7 +245,7 @@ def read_inputs(options: EditOptions, run: Run) -> EditInputs:
         document=document,
         forced=forced,
         target=target,
-        grammar=read_text(options.grammar) if options.grammar is not None else None,
+        grammar=_grammar_front_end(options) if options.grammar is not None else None,
         lines=lines,
         drafts=_draft_config(options.draft_config),
         parts=parts,
@@ -273,7 +297,7 @@ def run_grammar(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
     from cad.selector import generate_constrained
 
     assert inputs.grammar is not None
-    matcher = _compile_grammar(inputs.grammar, options, loaded).matcher()
+    matcher = _bind_grammar(inputs.grammar, loaded).matcher()
     with stderr.status("generating under the grammar"):
         return generate_constrained(
             loaded,
@@ -345,12 +369,13 @@ def deliver(options: EditOptions, run: Run, inputs: EditInputs, result: Any) -> 
         )
         stderr.print(f"wrote {options.file} ({steps}, {result.stats.wall_s:.2f}s)")
     elif options.stdout:
-        sys.stdout.buffer.write(result.text.encode("utf-8"))
-        sys.stdout.flush()
+        with writing_stdout():
+            sys.stdout.buffer.write(result.text.encode("utf-8"))
     else:
-        Console(highlight=False).print(
-            render_diff(document, result.text, options.file.name), end=""
-        )
+        with writing_stdout():
+            Console(highlight=False).print(
+                render_diff(document, result.text, options.file.name), end=""
+            )
 
 
 def cmd_edit(
@@ -405,7 +430,10 @@ def cmd_edit(
     ] = False,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 is greedy.")] = 0.0,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling.")] = 1.0,
-    seed: Annotated[int, typer.Option(help="Seed of the sampling.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(min=-(2**63), max=2**64 - 1, help="Seed of the sampling (64-bit)."),
+    ] = 0,
     mode: Annotated[
         EditMode,
         typer.Option(help="program, rewrite, or auto: program with --adapter or --program."),
@@ -450,6 +478,7 @@ def cmd_edit(
 
     try:
         loaded = load(options)
+        _check_draft_budget(options.draft_budget, loaded.context_length)
         result = RUNS[run](loaded, options, inputs)
     except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
         raise UserError(str(exc)) from None
@@ -506,39 +535,67 @@ def _progress_bar(title: str, status: Callable[[Any], str]) -> Iterator[Callable
         yield lambda progress: bar.update(task, status=status(progress))
 
 
+def _check_draft_budget(budget: int | None, context_length: int) -> None:
+    """Refuse a ``--draft-budget`` that could not fit the model's context even alone (rather
+    than blame the document's length)."""
+    if budget is not None and budget >= context_length:
+        raise UserError(
+            f"--draft-budget {budget:,} is not below the model's context of "
+            f"{context_length:,} tokens; give a smaller budget"
+        )
+
+
 def _draft_config(path: Path | None) -> Any:
     """The draft-graph configuration from ``path`` (``None``: the shipped default); a bad
-    file is a one-line error."""
+    file is a one-line error. The file is read as every input file is (``read_text``)."""
     if path is None:
         return None
-    from cad.selector.draft_config import DraftConfigError, load_draft_config
+    from cad.selector.draft_config import DraftConfig, DraftConfigError
 
+    text = read_text(path)  # a regular file of bounded size: never a device or a pipe
     try:
-        return load_draft_config(path)
+        return DraftConfig.from_json(text)
     except DraftConfigError as exc:
-        raise UserError(f"--draft-config {exc}") from None
+        raise UserError(f"--draft-config {path}: {exc}") from None
+    except (RecursionError, ValueError):
+        raise UserError(
+            f"--draft-config {path}: not a draft configuration (JSON nested too deeply or "
+            "numbers too long); write it as cad calibrate does"
+        ) from None
 
 
-def _compile_grammar(source: str, options: EditOptions, loaded: Any) -> Any:
-    """Compile ``--grammar`` for the loaded tokenizer; a bad grammar is a one-line error,
-    and JSON Schema keywords left out under ``--ignore-unsupported`` are named on stderr."""
-    from cad import grammar as masking
+def _grammar_front_end(options: EditOptions) -> Grammar:
+    """``--grammar`` read and taken through the grammar front end, before any model loads:
+    a bad grammar (or one past the front end's limits) is a one-line error at once, and JSON
+    Schema keywords left out under ``--ignore-unsupported`` are named on stderr."""
+    from cad.grammar.cfg import front_end
 
-    extra = {"ignore_unsupported": True} if options.ignore_unsupported else {}
+    assert options.grammar is not None
+    source = read_text(options.grammar)
     try:
-        compiled = masking.compile(
+        grammar, details = front_end(
             source,
-            loaded.tokenizer,
             format=options.grammar_format.value,
-            vocab_size=loaded.vocab_size,
-            **extra,
+            ignore_unsupported=options.ignore_unsupported,
         )
-    except (masking.GrammarError, ValueError) as exc:
+    except ValueError as exc:  # GrammarError, or a schema the validator cannot read
         raise UserError(f"grammar: {exc}") from None
-    ignored = compiled.details.get("ignored_keywords")
+    ignored = details.get("ignored_keywords")
     if ignored:
         stderr.print(f"warning: grammar: not enforced: {', '.join(ignored)}")
-    return compiled
+    return grammar
+
+
+def _bind_grammar(grammar: Grammar, loaded: Any) -> Any:
+    """The front end's grammar compiled for the loaded tokenizer's vocabulary."""
+    from cad.grammar.cfg import GrammarError, compile_grammar
+    from cad.grammar.vocab import Vocabulary
+
+    vocabulary = Vocabulary.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
+    try:
+        return compile_grammar(grammar, vocabulary)
+    except GrammarError as exc:
+        raise UserError(f"grammar: {exc}") from None
 
 
 def _split_region(document: str, line_range: tuple[int, int] | None) -> tuple[str, str, str]:

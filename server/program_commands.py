@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cad.cli_text import CadCommand, plural
+from cad.cli_text import CadCommand, plural, writing_stdout
 from cad.errors import UserError
-from cad.files import MAX_CORPUS_BYTES, read_text
+from cad.files import MAX_CORPUS_BYTES, MAX_TEXT_BYTES, read_text
 from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
 from cad.resolver.coverage import DEFAULT_SWEEP, summarize
 
@@ -34,7 +34,8 @@ def cmd_oracle(
         granularity="subline" if subline else "line",
         min_copy=min_copy,
     )
-    sys.stdout.write(format_program(program) + "\n")
+    with writing_stdout():
+        sys.stdout.write(format_program(program) + "\n")
 
 
 def cmd_resolve(
@@ -43,8 +44,14 @@ def cmd_resolve(
 ) -> None:
     """Resolve PROGRAM against DOCUMENT and write the result to stdout, byte for byte."""
     result = resolve(parse(read_text(program)), read_text(document))
-    sys.stdout.buffer.write(result.encode("utf-8"))
-    sys.stdout.flush()
+    with writing_stdout():
+        sys.stdout.buffer.write(result.encode("utf-8"))
+
+
+MAX_KERNEL_SPEEDUP = 1e6
+"""The largest ``--kernel-speedup``: finite, so the ceiling of an edit copied whole is too."""
+MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
+"""The largest ``tokenizer.json`` read (real ones are a few megabytes)."""
 
 
 def load_tokenizer_pieces(
@@ -58,7 +65,11 @@ def load_tokenizer_pieces(
         raise UserError(
             f"{directory}: no tokenizer.json there; pass a Hugging Face tokenizer folder"
         )
-    tokenizer = Tokenizer.from_file(str(path))
+    read_text(path, MAX_TOKENIZER_BYTES)  # a regular UTF-8 file of bounded size
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers library raises a bare Exception for bad files
+        raise UserError(f"{path}: not a tokenizer file ({str(exc)[:200]})") from None
 
     def pieces(text: str) -> Sequence[tuple[int, int]]:
         return tokenizer.encode(text, add_special_tokens=False).offsets
@@ -85,10 +96,21 @@ def read_edit_rows(path: Path) -> list[tuple[str, str]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        except (RecursionError, ValueError):
+            raise UserError(
+                f"{path}:{number}: not an edit (JSON nested too deeply or a number too long)"
+            ) from None
         if not isinstance(row, dict) or not all(
             isinstance(row.get(key), str) for key in ("before", "after")
         ):
             raise UserError(f"{path}:{number}: expected an object with string 'before' and 'after'")
+        for key in ("before", "after"):
+            if len(row[key]) > MAX_TEXT_BYTES:
+                raise UserError(
+                    f"{path}:{number}: '{key}' has {len(row[key]):,} characters, over the "
+                    f"limit of {MAX_TEXT_BYTES:,} for one text (the limit of a file); leave "
+                    "the edit out"
+                )
         rows.append((row["before"], row["after"]))
     if not rows:
         raise UserError(f"{path}: no edits in the file")
@@ -109,7 +131,12 @@ def cmd_analyze(
     ] = 1,
     kernel_speedup: Annotated[
         float,
-        typer.Option("--kernel-speedup", min=1.0, help="Copy-vs-decode speedup per token, s."),
+        typer.Option(
+            "--kernel-speedup",
+            min=1.0,
+            max=MAX_KERNEL_SPEEDUP,
+            help="Copy-vs-decode speedup per token, s.",
+        ),
     ] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -122,7 +149,8 @@ def cmd_analyze(
     ]
     summary = summarize(results, kernel_speedup)
     if as_json:
-        print(json.dumps(summary))
+        with writing_stdout():
+            print(json.dumps(summary))
         return
     table = Table(title=f"copy coverage of {corpus.name} ({plural(int(summary['n']), 'edit')})")
     for column in (
@@ -145,10 +173,11 @@ def cmd_analyze(
             f"{summary[f'{name}_program_tokens_median']:g}",
             f"{summary[f'{name}_speedup_ceiling']:.2f}x",
         )
-    console = Console()
-    console.print(table)
     sweep_row = "  ".join(f"m={m}: {v:.1%}" for m, v in summary["sweep_pooled"].items())  # type: ignore[union-attr]
-    console.print(f"sub-line pooled coverage by minimum span (tokens): {sweep_row}")
+    console = Console()
+    with writing_stdout():
+        console.print(table)
+        console.print(f"sub-line pooled coverage by minimum span (tokens): {sweep_row}")
 
 
 def register(app: typer.Typer) -> None:

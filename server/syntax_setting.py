@@ -9,7 +9,6 @@ explicitly refuses such a file instead.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -82,11 +81,15 @@ def choose_language(
 
 
 def load_schema(path: Path) -> Any:
-    """A JSON Schema from a file; a bad file is a one-line error."""
+    """A JSON Schema from a file, read as strictly as the JSON Schema front end reads one
+    (nesting depth, number sizes); a bad file is a one-line error."""
+    from cad.grammar.cfg import GrammarError
+    from cad.grammar.cfg.json_schema import load_schema_text
+
     try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--schema {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        return load_schema_text(read_text(path))
+    except GrammarError as exc:
+        raise UserError(f"--schema {path}: {exc}") from None
 
 
 def plan_syntax(
@@ -100,13 +103,27 @@ def plan_syntax(
     warn: Any,
 ) -> SyntaxPlan:
     """Check that the file ``before + region + after`` parses as ``language`` (without a
-    tokenizer, so before any model loads). A file that does not parse is refused
-    (``UserError``) when the language was chosen explicitly; with ``auto`` one line goes to
-    ``warn`` and the edit is unconstrained. A schema that cannot be compiled is refused."""
+    tokenizer, so before any model loads). A file that does not parse, or JSON nested deeper
+    than ``MAX_JSON_DEPTH`` (checked first, in linear time, since following it would take
+    memory in proportion to the depth), is refused (``UserError``) when the language was
+    chosen explicitly; with ``auto`` one line goes to ``warn`` and the edit is
+    unconstrained. A schema that cannot be compiled is refused."""
     if language is None:
         return SyntaxPlan(None)
     from cad.grammar.syntax import SyntaxConstraint, SyntaxMismatch, syntax_machine
+    from cad.grammar.syntax.languages import MAX_JSON_DEPTH, json_depth
 
+    if language == "json":
+        depth = json_depth(before + region + after)
+        if depth > MAX_JSON_DEPTH:
+            reason = (
+                f"the file nests JSON {depth:,} levels deep, more than the {MAX_JSON_DEPTH:,} "
+                "the JSON constraint follows"
+            )
+            if choice != SyntaxChoice.auto or schema is not None:
+                raise UserError(f"{reason}; edit it without the constraint (--syntax none)")
+            warn(f"note: {reason}; editing without the syntax constraint")
+            return SyntaxPlan(None)
     try:
         machine = syntax_machine(language, _bytes_vocabulary(), schema=schema)
         SyntaxConstraint.for_region(machine, before, region, after)

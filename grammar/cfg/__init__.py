@@ -1,7 +1,13 @@
 """Context-free masking: grammar text or JSON Schema -> an LR(1)-derived DPDA or an Earley
 recogniser, both byte-level, behind the project's ``Matcher`` interface."""
 
-from cad.grammar.cfg.compiled import CompiledGrammar, compile, compile_grammar, fill_masks
+from cad.grammar.cfg.compiled import (
+    CompiledGrammar,
+    compile,
+    compile_grammar,
+    fill_masks,
+    front_end,
+)
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.matcher import CfgMatcher
 from cad.grammar.cfg.reference import ReferenceCfgMatcher, ReferenceGrammar
@@ -15,4 +21,5 @@ __all__ = [
     "compile",
     "compile_grammar",
     "fill_masks",
+    "front_end",
 ]

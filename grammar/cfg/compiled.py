@@ -7,7 +7,6 @@ Earley otherwise. ``backend="python"`` runs the pure-Python reference engines in
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,8 +18,14 @@ from cad.grammar import _native
 from cad.grammar.bitmask import allocate_token_bitmask, fill_next_token_bitmasks, unpack_bitmask
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.errors import GrammarError
-from cad.grammar.cfg.grammar_ir import Grammar, lower
-from cad.grammar.cfg.json_schema import DEFAULT_MAX_WHITESPACE, SchemaOptions, translate_schema
+from cad.grammar.cfg.grammar_ir import Grammar, lower, symbol_budget
+from cad.grammar.cfg.json_schema import (
+    DEFAULT_MAX_WHITESPACE,
+    SchemaOptions,
+    load_schema_text,
+    schema_length,
+    translate_schema,
+)
 from cad.grammar.cfg.lr1 import NotLr1, build_lr1
 from cad.grammar.cfg.matcher import CfgMatcher
 from cad.grammar.cfg.reference import ReferenceCfgMatcher, ReferenceGrammar
@@ -29,6 +34,13 @@ from cad.grammar.cfg.transforms import simplify
 from cad.grammar.vocab import Vocabulary
 
 EngineName = Literal["earley", "dpda"]
+
+MAX_LR_RULES = 4_000
+"""Grammars with more rules (nonterminals, after lowering) go straight to Earley. The native
+LR(1) tables keep a row of every rule for each of up to 20,000 states, four bytes a cell, so
+their memory grows with rules times states: 4,000 rules may take 320 MB, 10,000 a
+gigabyte. Earley's memory grows with the grammar alone. The largest LR(1) grammar among
+the JSONSchemaBench schemas has about 1,600 rules."""
 
 
 @dataclass(eq=False)
@@ -84,9 +96,13 @@ def compile(
     two tokens (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be
     enforced (listed in ``details["ignored_keywords"]``) instead of raising GrammarError."""
     started = time.perf_counter()
-    details: dict[str, Any] = {}
-    options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
-    grammar = _front_end(source, format, options, details)
+    grammar, details = front_end(
+        source,
+        format=format,
+        compact=compact,
+        max_whitespace=max_whitespace,
+        ignore_unsupported=ignore_unsupported,
+    )
     vocabulary = (
         tokenizer
         if isinstance(tokenizer, Vocabulary)
@@ -96,6 +112,23 @@ def compile(
     compiled.compile_seconds = time.perf_counter() - started
     compiled.details = details
     return compiled
+
+
+def front_end(
+    source: str | dict[str, Any],
+    *,
+    format: Literal["ebnf", "json-schema"] = "ebnf",
+    compact: bool = False,
+    max_whitespace: int = DEFAULT_MAX_WHITESPACE,
+    ignore_unsupported: bool = False,
+) -> tuple[Grammar, dict[str, Any]]:
+    """What :func:`compile` does before it needs a tokenizer: grammar text or a JSON Schema
+    to a lowered, simplified grammar, and the details (``ignored_keywords`` for a schema).
+    Every front-end limit is checked here, so a command can refuse a bad grammar before it
+    loads a model; :func:`compile_grammar` then binds the result to a vocabulary."""
+    details: dict[str, Any] = {}
+    options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
+    return _front_end(source, format, options, details), details
 
 
 def compile_grammar(
@@ -114,6 +147,16 @@ def compile_grammar(
         return compiled
     if backend != "native":
         raise GrammarError(f"unknown backend {backend!r}")
+    rules = len(grammar.names)
+    skipped_lr = ""
+    if rules > MAX_LR_RULES:
+        if engine == "dpda":
+            raise GrammarError(
+                f"the grammar has {rules:,} rules, more than the {MAX_LR_RULES:,} LR(1) tables "
+                "are built for; use engine='auto' or 'earley'"
+            )
+        engine = "earley"
+        skipped_lr = f"{rules:,} rules, more than {MAX_LR_RULES:,}: LR(1) not tried"
     try:
         native, note, states = _native.compile_cfg(
             grammar.names,
@@ -132,7 +175,7 @@ def compile_grammar(
         vocabulary=vocabulary,
         native=native,
         compile_seconds=time.perf_counter() - started,
-        lr_note=note,
+        lr_note=skipped_lr or note,
         lr_states=states,
     )
 
@@ -144,15 +187,17 @@ def _front_end(
         if not isinstance(source, str):
             raise GrammarError("an EBNF grammar must be text")
         rules = parse_ebnf(source)
+        length = len(source)
     elif format == "json-schema":
-        schema = json.loads(source) if isinstance(source, str) else source
+        schema = load_schema_text(source) if isinstance(source, str) else source
         translated = translate_schema(schema, options)
         rules = translated.rules
         details["ignored_keywords"] = translated.ignored
+        length = len(source) if isinstance(source, str) else schema_length(schema)
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
     try:
-        return simplify(lower(rules))
+        return simplify(lower(rules, symbol_budget(length)))
     except GrammarError as error:
         if format == "json-schema" and "derives no string" in str(error):
             raise GrammarError("the JSON Schema accepts no value") from None

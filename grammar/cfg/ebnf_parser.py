@@ -33,6 +33,18 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _RULE_START = re.compile(_NAME.pattern + _SPACE.pattern + "::=")
 # A literal's characters up to its closing quote or an escape.
 _PLAIN_IN_STRING = {quote: re.compile(f"[^{quote}\\\\]*") for quote in "\"'"}
+# Repetition bounds in ASCII digits; past 18 digits a count could not be written out anyway.
+_BOUNDS = re.compile(r"([0-9]{1,18})(?:(,)([0-9]{1,18})?)?")
+_LONG_BOUNDS = re.compile(r"[0-9]+(?:,[0-9]*)?")
+
+
+MAX_GROUP_NESTING = 64
+"""Deepest nesting of parenthesised groups."""
+MAX_EXPRESSION_DEPTH = 256
+"""Deepest expression tree of one rule: every group, choice, sequence and postfix operator
+(``?``, ``*``, ``+``, ``{m,n}``) is one level. Parsing, lowering and comparing expressions
+recurse through the tree, so a deeper one is refused with line and column rather than let
+it exhaust Python's stack."""
 
 
 def parse_ebnf(text: str) -> RuleSet:
@@ -44,6 +56,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.groups = 0
 
     def parse(self) -> RuleSet:
         rules: dict[str, Expr] = {}
@@ -55,7 +68,14 @@ class _Parser:
             if not self.text.startswith("::=", self.pos):
                 self._fail("expected '::=' after rule name")
             self.pos += 3
+            body_start = self.pos
             expr = self._choice()
+            if _depth(expr) > MAX_EXPRESSION_DEPTH:
+                self.pos = body_start
+                self._fail(
+                    f"rule {name!r} nests more than {MAX_EXPRESSION_DEPTH} levels (groups, "
+                    "choices and postfix operators); split it into named rules"
+                )
             if name in rules:
                 rules[name] = Choice((rules[name], expr))
             else:
@@ -120,8 +140,14 @@ class _Parser:
             self.pos += 1
             return ANY_CHAR
         if char == "(":
+            if self.groups >= MAX_GROUP_NESTING:
+                self._fail(
+                    f"groups nested more than {MAX_GROUP_NESTING} deep; split them into named rules"
+                )
             self.pos += 1
+            self.groups += 1
             expr = self._choice()
+            self.groups -= 1
             self._skip_space()
             if self._peek() != ")":
                 self._fail("expected ')'")
@@ -153,9 +179,14 @@ class _Parser:
         if end < 0:
             self._fail("unclosed '{'")
         body = self.text[self.pos + 1 : end].replace(" ", "")
-        low_text, comma, high_text = body.partition(",")
-        if not low_text.isdigit() or (high_text and not high_text.isdigit()):
-            self._fail(f"bad repetition bounds {{{body}}}")
+        bounds = _BOUNDS.fullmatch(body)
+        if bounds is None:
+            shown = body if len(body) <= 40 else body[:40] + "..."
+            if _LONG_BOUNDS.fullmatch(body):
+                self._fail(f"repetition count in {{{shown}}} has more than 18 digits")
+            self._fail(f"bad repetition bounds {{{shown}}}: expected {{m}}, {{m,}} or {{m,n}}")
+            raise AssertionError
+        low_text, comma, high_text = bounds.groups()
         low = int(low_text)
         high = (int(high_text) if high_text else None) if comma else low
         if high is not None and high < low:
@@ -224,6 +255,22 @@ class _Parser:
                 ranges.append((ord(low), ord(low)))
         self.pos += 1
         return CharClass(tuple(ranges), negated)
+
+
+def _depth(expr: Expr) -> int:
+    """Levels of the expression tree, measured with a stack of our own (no recursion)."""
+    deepest = 0
+    stack = [(expr, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, Sequence):
+            stack.extend((part, depth + 1) for part in node.parts)
+        elif isinstance(node, Choice):
+            stack.extend((option, depth + 1) for option in node.options)
+        elif isinstance(node, Repeat):
+            stack.append((node.body, depth + 1))
+    return deepest
 
 
 def _check_refs(expr: Expr, rules: dict[str, Expr], owner: str) -> None:

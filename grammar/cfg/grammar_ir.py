@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.syntax_tree import (
     CharClass,
     Choice,
@@ -85,13 +86,29 @@ class Grammar:
         return f"[{values[0]:#04x}..{values[-1]:#04x}:{len(values)}]"
 
 
-def lower(rule_set: RuleSet) -> Grammar:
-    """Turn named expressions into a byte-level Grammar (start rule first)."""
-    return _Lowering(rule_set).run()
+MAX_SYMBOLS = 1_000_000
+"""Symbols (bytes of literals and classes, rule references, written-out repetitions) any
+grammar may lower to; see :func:`symbol_budget`."""
+SYMBOLS_PER_CHARACTER = 8
+"""Symbols a grammar may lower to for each character of its source, beyond ``MAX_SYMBOLS``."""
+
+
+def symbol_budget(source_length: int) -> int:
+    """The most symbols a grammar written in ``source_length`` characters may lower to: a
+    counted repetition (``x{m,n}``, ``maxItems``) is written out in full, so a few
+    characters could otherwise ask for billions."""
+    return MAX_SYMBOLS + SYMBOLS_PER_CHARACTER * source_length
+
+
+def lower(rule_set: RuleSet, max_symbols: int | None = None) -> Grammar:
+    """Turn named expressions into a byte-level Grammar (start rule first). Past
+    ``max_symbols`` symbols (None: ``MAX_SYMBOLS``) lowering stops with GrammarError,
+    checked before a repetition is written out."""
+    return _Lowering(rule_set, MAX_SYMBOLS if max_symbols is None else max_symbols).run()
 
 
 class _Lowering:
-    def __init__(self, rule_set: RuleSet) -> None:
+    def __init__(self, rule_set: RuleSet, max_symbols: int) -> None:
         names = [rule_set.start] + [n for n in rule_set.rules if n != rule_set.start]
         self.rule_set = rule_set
         self.names = names
@@ -102,6 +119,18 @@ class _Lowering:
         self.helpers: dict[tuple[object, ...], int] = {}
         self.char_classes: dict[CharClass, tuple[int, ...]] = {}
         self.char_class_ids: dict[int, tuple[CharClass, tuple[int, ...]]] = {}
+        self.max_symbols = max_symbols
+        self.symbols = 0
+
+    def spend(self, count: int) -> None:
+        """Count ``count`` more symbols written; GrammarError once past the budget."""
+        self.symbols += count
+        if self.symbols > self.max_symbols:
+            raise GrammarError(
+                f"the grammar expands to more than {self.max_symbols:,} symbols (counted "
+                "repetitions such as x{m,n} are written out in full); lower the counts or "
+                "use * and +"
+            )
 
     def run(self) -> Grammar:
         for name in list(self.names[: len(self.rule_set.rules)]):
@@ -142,7 +171,9 @@ class _Lowering:
         kind = type(expr)  # exact types: the syntax tree's classes are final
         if kind is Literal:
             terminal = self.terminal
-            return tuple([terminal(1 << byte) for byte in expr.text.encode("utf-8")])
+            data = expr.text.encode("utf-8")
+            self.spend(len(data))
+            return tuple([terminal(1 << byte) for byte in data])
         if kind is CharClass:
             return self.char_class(expr)
         if kind is RuleRef:
@@ -163,6 +194,8 @@ class _Lowering:
         body = self.sequence(expr.body)
         if not body:
             return ()
+        copies = expr.low if expr.high is None else expr.high
+        self.spend(len(body) * copies + (copies - expr.low))
         if expr.high is None:
             if expr.low == 0:
                 return (self.repetition(body, at_least_one=False),)

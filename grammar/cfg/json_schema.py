@@ -18,16 +18,18 @@ ignored, as the specification says."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from cad.grammar.cfg.char_automata import ANY, AutomatonTooLarge
+from cad.grammar.cfg.char_automata import ACCEPT, ANY, AutomatonTooLarge, literal_dfa
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.json_text import RuleWriter, encoded_char, string_literal, whitespace_rule
 from cad.grammar.cfg.schema_arrays import array_expr, array_layouts, schemas_at
 from cad.grammar.cfg.schema_context import (
     ARRAY_KEYWORDS,
+    MAX_SCHEMA_DEPTH,
     NEVER_SUPPORTED,
     NUMBER_KEYWORDS,
     OBJECT_KEYWORDS,
@@ -58,6 +60,10 @@ INLINE_WHITESPACE = 16
 a new line in the JSON people write, and a small bound keeps the grammar small."""
 
 
+MAX_NUMBER_DIGITS = 1_000
+"""Most digits (and other characters) in one number of a schema."""
+
+
 @dataclass(frozen=True)
 class SchemaOptions:
     """How a schema becomes a grammar."""
@@ -76,14 +82,97 @@ class SchemaGrammar:
     ignored: tuple[str, ...]
 
 
+def load_schema_text(text: str) -> Any:
+    """A JSON Schema read from JSON text, strictly: GrammarError for text that is not JSON,
+    for ``NaN`` and ``Infinity``, for numbers a double cannot hold or longer than
+    ``MAX_NUMBER_DIGITS``, and for nesting deeper than ``MAX_SCHEMA_DEPTH``."""
+    try:
+        schema = json.loads(
+            text, parse_int=_integer, parse_float=_fraction, parse_constant=_not_a_number
+        )
+    except RecursionError:
+        raise GrammarError(_too_deep()) from None
+    except json.JSONDecodeError as error:
+        raise GrammarError(
+            f"the schema is not JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        ) from None
+    schema_length(schema)
+    return schema
+
+
+def schema_length(schema: Any) -> int:
+    """About how many characters ``schema`` takes as JSON text; GrammarError for a schema
+    nested deeper than ``MAX_SCHEMA_DEPTH`` or holding a number outside the bounds
+    :func:`load_schema_text` enforces. Walks the schema with a stack of its own, so any
+    depth is measured without recursion."""
+    length = 0
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        value, depth = stack.pop()
+        length += 1
+        if isinstance(value, dict | list):
+            if depth > MAX_SCHEMA_DEPTH:
+                raise GrammarError(_too_deep())
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                length += len(key) if isinstance(key, str) else 0
+                stack.append((item, depth + 1))
+        elif isinstance(value, str):
+            length += len(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            _not_a_number(repr(value))
+        elif isinstance(value, int) and value.bit_length() > MAX_NUMBER_DIGITS * 3:
+            raise GrammarError(_too_long_number(value.bit_length() * 3 // 10))
+    return length
+
+
+def _integer(text: str) -> int:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise GrammarError(_too_long_number(len(text)))
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise GrammarError(_too_long_number(len(text)))
+    value = float(text)
+    if not math.isfinite(value):
+        raise GrammarError(f"the number {text} is beyond what a double holds; write a smaller one")
+    return value
+
+
+def _not_a_number(text: str) -> Any:
+    raise GrammarError(f"{text} is not a JSON number; write a finite number")
+
+
+def _too_long_number(digits: int) -> str:
+    return (
+        f"a number of about {digits:,} digits; schema numbers have at most "
+        f"{MAX_NUMBER_DIGITS:,} characters"
+    )
+
+
+def _too_deep() -> str:
+    return (
+        f"the schema nests more than {MAX_SCHEMA_DEPTH} levels deep (objects and arrays, "
+        "or values and subschemas through $ref); flatten it"
+    )
+
+
 def schema_to_rules(schema: Any, options: SchemaOptions | None = None) -> RuleSet:
     """Translate a JSON Schema (a dict or a boolean) into grammar rules; start rule ``root``."""
     return translate_schema(schema, options).rules
 
 
 def translate_schema(schema: Any, options: SchemaOptions | None = None) -> SchemaGrammar:
-    """Translate a schema; also report which unsupported keywords were ignored."""
-    return _Translator(schema, options or SchemaOptions()).run()
+    """Translate a schema; also report which unsupported keywords were ignored. A schema
+    nested deeper than ``MAX_SCHEMA_DEPTH`` or with numbers out of bounds is refused first
+    (see :func:`schema_length`)."""
+    schema_length(schema)
+    try:
+        return _Translator(schema, options or SchemaOptions()).run()
+    except RecursionError:  # a recursion the depth limits do not count: still one error
+        raise GrammarError(_too_deep()) from None
 
 
 def in_grammar_order(instance: Any, schema: Any) -> Any:
@@ -108,6 +197,8 @@ class _Translator:
         self.ignored: set[str] = set()
         self.expander = SchemaExpander(self, root)
         self.conjunction_memo: dict[tuple[int, ...], Expr] = {}
+        self.depth = 0
+        """Values being translated inside one another (objects, arrays, ``$ref`` chains)."""
         self.validator: Any = None
         self.cache: dict[Hashable, Any] = {}
         self.naming = "not"
@@ -146,8 +237,14 @@ class _Translator:
             ) from None
 
     def value_expr(self, schemas: list[Any]) -> Expr:
-        alternatives = self.expander.alternatives_of(schemas)
-        options = list(dict.fromkeys(self._conjunction_expr(a) for a in alternatives))
+        if self.depth >= MAX_SCHEMA_DEPTH:
+            raise GrammarError(_too_deep())
+        self.depth += 1
+        try:
+            alternatives = self.expander.alternatives_of(schemas)
+            options = list(dict.fromkeys(self._conjunction_expr(a) for a in alternatives))
+        finally:
+            self.depth -= 1
         return options[0] if len(options) == 1 else Choice(tuple(options))
 
     def schema_alternatives(self, schema: Any) -> list[Conjunction]:
@@ -210,7 +307,7 @@ class _Translator:
                 self.unsupported(keyword, reason)
         values = finite_values(self, conjunction)
         if values is not None:
-            return list(dict.fromkeys(self.literal(value) for value in values))
+            return self._finite_options(values)
         negation = Negation(conjunction.types(), [], [], set(), [])
         for part in conjunction.parts:
             negated = part.get("not")
@@ -221,6 +318,31 @@ class _Translator:
                 finally:
                     self.naming = "not"
         return self._typed_options(conjunction, negation)
+
+    def _finite_options(self, values: list[Any]) -> list[Expr]:
+        """The values as alternatives. Several strings become one trie of right-linear rules
+        (``dfa_keys``), and several numbers another (``dfa_words``, every spelling of each):
+        a trie stays deterministic and as large as the values' text however many there are,
+        where an alternative per value would make the parser carry them all at every step.
+        The few other values (``true``, objects, ...) are alternatives of their own."""
+        strings = [value for value in values if isinstance(value, str)]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        options = [
+            self.literal(value)
+            for value in values
+            if not isinstance(value, str | int | float) or isinstance(value, bool)
+        ]
+        if len(strings) > 1:
+            trie = self.dfa_keys("enum", literal_dfa((text, ACCEPT) for text in strings))
+            options += trie.values()
+        else:
+            options += map(string_literal, strings)
+        if len(numbers) > 1:
+            texts = (text for number in numbers for text in _number_texts(number))
+            options.append(self.writer.dfa_words("enum", literal_dfa((t, ACCEPT) for t in texts)))
+        else:
+            options += map(self.literal, numbers)
+        return list(dict.fromkeys(options))
 
     def _typed_options(self, conjunction: Conjunction, negation: Negation) -> list[Expr]:
         types = negation.types
@@ -279,12 +401,7 @@ class _Translator:
         if value is None or isinstance(value, bool):
             return Literal(json.dumps(value))
         if isinstance(value, int | float):
-            texts = [json.dumps(value)]
-            if isinstance(value, float) and value.is_integer():
-                texts.append(str(int(value)))
-            elif isinstance(value, int):
-                texts.append(f"{value}.0")
-            options = tuple(Literal(text) for text in texts)
+            options = tuple(Literal(text) for text in _number_texts(value))
             return options[0] if len(options) == 1 else Choice(options)
         if isinstance(value, str):
             return string_literal(value)
@@ -379,6 +496,17 @@ class _Translator:
                 Literal("null"),
             ],
         )
+
+
+def _number_texts(value: int | float) -> list[str]:
+    """The spellings a number is written in: as JSON writes it, and an integral value also
+    with (or without) ``.0``."""
+    texts = [json.dumps(value)]
+    if isinstance(value, float) and value.is_integer():
+        texts.append(str(int(value)))
+    elif isinstance(value, int):
+        texts.append(f"{value}.0")
+    return texts
 
 
 def _same_json(left: Any, right: Any) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable
 from functools import lru_cache
 
 from cad.grammar.cfg.char_automata import (
+    ACCEPT,
     Dfa,
     Ranges,
     intersect_ranges,
@@ -256,13 +257,25 @@ class RuleWriter:
         for bit, tag in enumerate(all_tags):
             if reaches[0] >> bit & 1:
                 alive = [m >> bit & 1 == 1 for m in reaches]
-                writer = _TagRules(self, hint, dfa, moves, tag, alive)
+                writer = _TagRules(self, hint, dfa, moves, tag, alive, QUOTE)
                 result[tag] = Sequence((QUOTE, writer.from_state(0)))
         return result
 
+    def dfa_words(self, hint: str, dfa: Dfa) -> Expr:
+        """The strings ``dfa`` accepts written as they are, not quoted (number spellings:
+        their characters are printable ASCII, written raw), as the right-linear rules of
+        :meth:`dfa_keys`: a trie stays deterministic however many strings it holds."""
+        reaches = _reachable_tags(dfa, [ACCEPT])
+        if not reaches[0]:
+            return Choice(())
+        moves = [_by_target(row) for row in dfa.transitions]
+        alive = [mask == 1 for mask in reaches]
+        return _TagRules(self, hint, dfa, moves, ACCEPT, alive, EMPTY).from_state(0)
+
 
 class _TagRules:
-    """Right-linear rules for one tag of a key automaton (see ``RuleWriter.dfa_keys``)."""
+    """Right-linear rules for one tag of a key automaton, or of the words of
+    ``RuleWriter.dfa_words`` (see ``RuleWriter.dfa_keys``)."""
 
     def __init__(
         self,
@@ -272,6 +285,7 @@ class _TagRules:
         moves: list[dict[int, Ranges]],
         tag: Hashable,
         alive: list[bool],
+        end: Expr,
     ) -> None:
         self.writer = writer
         self.hint = hint
@@ -279,6 +293,7 @@ class _TagRules:
         self.moves = moves  # per state, the characters leading to each target
         self.tag = tag
         self.alive = alive
+        self.end = end  # what closes a string: the quote of a key, nothing for a word
         self.names: dict[int, RuleRef] = {}
 
     def ways_on(self, state: int) -> list[tuple[Ranges, int]]:
@@ -295,7 +310,7 @@ class _TagRules:
             ways = self.ways_on(state)
             accepting = self.tag in self.dfa.tags[state]
             if accepting and not ways:
-                parts.append(QUOTE)
+                parts.append(self.end)
                 return Sequence(tuple(parts))
             if accepting or len(ways) != 1:
                 break
@@ -314,7 +329,7 @@ class _TagRules:
             for ranges, target in self.ways_on(state)
         ]
         if self.tag in self.dfa.tags[state]:
-            options.append(QUOTE)
+            options.append(self.end)
         self.writer.define(found.name, options)
         return found
 

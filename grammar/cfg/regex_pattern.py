@@ -14,6 +14,7 @@ regular in general (or, for properties, needs tables this module does not carry)
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from cad.grammar.cfg.char_automata import (
@@ -39,6 +40,9 @@ SPACE: Ranges = normalize(
 )  # fmt: skip
 LINE_TERMINATORS: Ranges = ((10, 10), (13, 13), (0x2028, 0x2029))
 _CLASS_ESCAPES = {"d": DIGIT, "w": WORD, "s": SPACE}
+_BRACES = re.compile(r"([0-9]+)(?:(,)([0-9]*))?")
+MAX_GROUP_NESTING = 64
+"""Deepest nesting of groups in a pattern (the parser recurses per group)."""
 _CONTROL_ESCAPES = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
 
 
@@ -61,9 +65,12 @@ class _PatternParser:
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
         self.pos = 0
+        self.groups = 0
+        self.brace = (0, -1)
 
     def fail(self, what: str) -> None:
-        raise GrammarError(f"pattern {self.pattern!r}: {what} is not supported")
+        shown = self.pattern if len(self.pattern) <= 80 else self.pattern[:80] + "..."
+        raise GrammarError(f"pattern {shown!r}: {what} is not supported")
 
     def peek(self, offset: int = 0) -> str:
         index = self.pos + offset
@@ -127,14 +134,28 @@ class _PatternParser:
 
     def braces(self) -> tuple[int, int | None] | None:
         """``{m}``, ``{m,}``, ``{m,n}``; anything else leaves ``{`` a literal (Annex B)."""
-        end = self.pattern.find("}", self.pos)
+        end = self._closing_brace()
         if end < 0:
             return None
-        low, comma, high = self.pattern[self.pos + 1 : end].partition(",")
-        if not low.isdigit() or (high and not high.isdigit()):
+        bounds = _BRACES.fullmatch(self.pattern, self.pos + 1, end)
+        if bounds is None:
             return None
+        low, comma, high = bounds.groups()
+        if max(len(low), len(high or "")) > 18:
+            self.fail("a quantifier count of more than 18 digits")
         self.pos = end + 1
         return int(low), (int(high) if high else None) if comma else int(low)
+
+    def _closing_brace(self) -> int:
+        """The first ``}`` at or after the current position (-1: none). Remembered, so a
+        pattern of many ``{`` without a ``}`` is scanned once, not once per ``{``."""
+        start, found = self.brace
+        if not start <= self.pos <= found:
+            found = self.pattern.find("}", self.pos)
+            if found < 0:
+                found = len(self.pattern)
+            self.brace = (self.pos, found)
+        return -1 if found == len(self.pattern) else found
 
     def atom(self) -> Rx:
         char = self.take()
@@ -172,7 +193,11 @@ class _PatternParser:
                 self.pos = close + 1
             else:
                 self.fail("an inline flag or group modifier")
+        if self.groups >= MAX_GROUP_NESTING:
+            self.fail(f"groups nested more than {MAX_GROUP_NESTING} deep")
+        self.groups += 1
         inner = self.disjunction()
+        self.groups -= 1
         if self.peek() != ")":
             self.fail("an unclosed group")
         self.pos += 1

@@ -54,6 +54,9 @@ def array_expr(ctx: SchemaContext, conjunction: Conjunction) -> Expr | None:
     if high is not None and high > max(MAX_COUNTED, prefix_length):
         ctx.unsupported("maxItems", f"{high} is above the enforced limit of {MAX_COUNTED}")
         high = None
+    if low > max(MAX_COUNTED, prefix_length):
+        ctx.unsupported("minItems", f"{low} is above the enforced limit of {MAX_COUNTED}")
+        low = 0
 
     values: dict[int, Expr] = {}
 

@@ -18,6 +18,7 @@ from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.schema_context import (
     KNOWN_KEYWORDS,
     MAX_ALTERNATIVES,
+    MAX_SCHEMA_DEPTH,
     TYPES,
     Conjunction,
     SchemaContext,
@@ -60,6 +61,11 @@ class SchemaExpander:
             return self.memo[key]
         if key in self.expanding:
             raise ReferenceCycle("a $ref or allOf refers back to itself without a value in between")
+        if len(self.expanding) >= MAX_SCHEMA_DEPTH:
+            raise GrammarError(
+                f"the schema's subschemas nest more than {MAX_SCHEMA_DEPTH} levels deep "
+                "(allOf, anyOf, $ref and the like, one inside another); flatten it"
+            )
         self.expanding.add(key)
         try:
             result = self._expand(schema)
@@ -210,7 +216,7 @@ class SchemaExpander:
             return target
         for token in fragment.split("/")[1:] if fragment else []:
             token = unquote(token).replace("~1", "/").replace("~0", "~")
-            if isinstance(target, list) and token.isdigit() and int(token) < len(target):
+            if isinstance(target, list) and _is_index(token) and int(token) < len(target):
                 target = target[int(token)]
             elif isinstance(target, dict) and token in target:
                 target = target[token]
@@ -288,6 +294,12 @@ class SchemaExpander:
         for schema in schemas:
             alternatives = self.conjoin(alternatives, self.alternatives(schema))
         return alternatives
+
+
+def _is_index(token: str) -> bool:
+    """Whether a JSON pointer token is an array index: ASCII digits, short enough that no
+    array is longer."""
+    return token.isascii() and token.isdigit() and len(token) <= 18
 
 
 def _property_schemas(conjunction: Conjunction, name: str) -> list[Any]:

@@ -30,13 +30,31 @@ from cad.grammar.cfg.char_automata import (
 )
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.regex_pattern import pattern_dfa
-from cad.grammar.cfg.schema_context import KNOWN_KEYWORDS, Conjunction, SchemaContext
-from cad.grammar.cfg.schema_scalars import string_dfa
+from cad.grammar.cfg.schema_context import (
+    KNOWN_KEYWORDS,
+    MAX_COUNTED,
+    Conjunction,
+    SchemaContext,
+)
+from cad.grammar.cfg.schema_scalars import count_value, string_dfa
 from cad.grammar.cfg.syntax_tree import EMPTY, Choice, Expr, Literal, RuleRef, Sequence
 
 Formula = tuple[Any, ...]
 """Presence formula: ``("has", name)``, ``("not", f)``, ``("and", fs)``, ``("or", fs)``,
 ``("const", bool)``."""
+
+MAX_OBJECT_STATES = 20_000
+"""Most member states one object may need. A state is where the member list stands: the
+next declared property, which of the properties that dependencies speak of are present,
+and how many members there are so far (with ``minProperties`` / ``maxProperties``). Counts
+multiply the states by the bound, dependencies by two per property they name, so a schema
+of a few lines could ask for billions; past this limit the keyword is refused (or left
+out under ``ignore_unsupported``)."""
+
+
+class _TooManyStates(Exception):
+    """The member states of one object passed ``MAX_OBJECT_STATES``."""
+
 
 _PRESENCE_KEYWORDS = frozenset({"required", "not", "anyOf", "allOf", "oneOf", "properties", "type"})
 
@@ -149,9 +167,22 @@ class ObjectBuilder:
         for part in self.parts:
             required.update(part.get("required", []))
         self.required = required
-        self.min_count = max([int(v) for v in conjunction.values("minProperties")], default=0)
-        maxima = [int(v) for v in conjunction.values("maxProperties")]
+        self.min_count = max(
+            [count_value(v, "minProperties") for v in conjunction.values("minProperties")],
+            default=0,
+        )
+        maxima = [count_value(v, "maxProperties") for v in conjunction.values("maxProperties")]
         self.max_count = min(maxima) if maxima else None
+        if self.min_count > MAX_COUNTED:
+            ctx.unsupported(
+                "minProperties", f"{self.min_count} is above the enforced limit of {MAX_COUNTED}"
+            )
+            self.min_count = 0
+        if self.max_count is not None and self.max_count > MAX_COUNTED:
+            ctx.unsupported(
+                "maxProperties", f"{self.max_count} is above the enforced limit of {MAX_COUNTED}"
+            )
+            self.max_count = None
         self.track_count = self.min_count > 0 or self.max_count is not None
         self.memo: dict[tuple[int, frozenset[str], int, bool], Expr | None] = {}
 
@@ -199,10 +230,37 @@ class ObjectBuilder:
         ):
             return None
         self.members = self._members()
-        start = self._state(0, frozenset(), 0, True)
+        while True:
+            try:
+                start = self._state(0, frozenset(), 0, True)
+                break
+            except _TooManyStates:
+                self._leave_out_tracking()
         if start is None:
             return None
         return Sequence((Literal("{"), self.ctx.ws, start, Literal("}")))
+
+    def _leave_out_tracking(self) -> None:
+        """Refuse what made the member states too many (the dependencies first, then the
+        counts), or, when the caller ignores it, build the object again without it."""
+        detail = (
+            f"following it over {len(self.names)} properties needs more than "
+            f"{MAX_OBJECT_STATES:,} grammar states"
+        )
+        if self.formulas:
+            keywords = ("dependentRequired", "dependencies", "dependentSchemas", "not")
+            named = next((k for k in keywords if self.conjunction.has(k)), "not")
+            self.ctx.unsupported(named, detail)
+            self.formulas = []
+            self.relevant = set()
+        else:
+            self.ctx.unsupported(
+                "maxProperties" if self.max_count is not None else "minProperties", detail
+            )
+            self.track_count = False
+            self.min_count = 0
+            self.max_count = None
+        self.memo = {}
 
     def _name_allowed(self, name: str) -> bool:
         if any(
@@ -278,25 +336,60 @@ class ObjectBuilder:
 
     def _state(self, index: int, present: frozenset[str], count: int, first: bool) -> Expr | None:
         """The members from ``index`` on, given what is present so far (None: no valid
-        ending). A state with one plain option is that option, not a rule of its own."""
+        ending). A state with one plain option is that option, not a rule of its own.
+
+        States are built after the states they lead to, depth first with a stack of our own
+        rather than by recursion, so an object with thousands of properties does not run
+        out of Python's call stack."""
         key = (index, present, count, first)
-        if key in self.memo:
-            return self.memo[key]
+        stack = [key]
+        while stack:
+            top = stack[-1]
+            if top in self.memo:
+                stack.pop()
+                continue
+            waiting = [after for after in self._following(*top) if after not in self.memo]
+            if waiting:
+                stack.extend(reversed(waiting))
+                continue
+            stack.pop()
+            self.memo[top] = self._build_state(*top)
+            if len(self.memo) > MAX_OBJECT_STATES:
+                raise _TooManyStates
+        return self.memo[key]
+
+    def _following(
+        self, index: int, present: frozenset[str], count: int, first: bool
+    ) -> list[tuple[int, frozenset[str], int, bool]]:
+        """The states ``_step`` reads from this one: after the member, and without it."""
+        if index == len(self.names):
+            return []
+        name = self.names[index]
+        result = []
+        if ("name", index) in self.members and (self.max_count is None or count < self.max_count):
+            with_it = present | {name} if name in self.relevant else present
+            result.append((index + 1, with_it, self._counted(count + 1), False))
+        if name not in self.required:
+            result.append((index + 1, present, count, first))
+        return result
+
+    def _build_state(
+        self, index: int, present: frozenset[str], count: int, first: bool
+    ) -> Expr | None:
+        """One state's expression, once the states it leads to are in ``memo``."""
         if index == len(self.names):
             options = self._end(present, count, first)
         else:
             options = self._step(index, present, count, first)
-        result: Expr | None = None
         if (
             len(options) == 1
             and isinstance(options[0], RuleRef | Sequence)
             and (options[0] == EMPTY or isinstance(options[0], RuleRef))
         ):
-            result = options[0]
-        elif options:
-            result = self.ctx.define(self.ctx.fresh("members"), options)
-        self.memo[key] = result
-        return result
+            return options[0]
+        if options:
+            return self.ctx.define(self.ctx.fresh("members"), options)
+        return None
 
     def _step(self, index: int, present: frozenset[str], count: int, first: bool) -> list[Expr]:
         name = self.names[index]
@@ -304,11 +397,11 @@ class ObjectBuilder:
         member = self.members.get(("name", index))
         if member is not None and (self.max_count is None or count < self.max_count):
             with_it = present | {name} if name in self.relevant else present
-            following = self._state(index + 1, with_it, self._counted(count + 1), False)
+            following = self.memo[(index + 1, with_it, self._counted(count + 1), False)]
             if following is not None:
                 options.append(Sequence((self._separator(first), member, following)))
         if name not in self.required:
-            skipped = self._state(index + 1, present, count, first)
+            skipped = self.memo[(index + 1, present, count, first)]
             if skipped is not None:
                 options.append(skipped)
         return options

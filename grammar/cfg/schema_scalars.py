@@ -8,7 +8,9 @@ use the shared ``json-string`` / ``json-number`` / ``json-integer`` rules instea
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from cad.grammar.cfg.char_automata import (
@@ -33,6 +35,7 @@ from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.json_text import QUOTE
 from cad.grammar.cfg.regex_pattern import pattern_dfa
 from cad.grammar.cfg.schema_context import (
+    KNOWN_KEYWORDS,
     MAX_COUNTED,
     NUMBER_KEYWORDS,
     Conjunction,
@@ -48,7 +51,12 @@ _BOUNDS = (("minimum", "exclusiveMinimum", _GREATER), ("maximum", "exclusiveMaxi
 
 def finite_values(ctx: SchemaContext, conjunction: Conjunction) -> list[Any] | None:
     """The values allowed when some part has ``enum`` or ``const`` (each candidate checked
-    against every part with the validator, and against known ``format``s), else None."""
+    against every part, and against known ``format``s), else None.
+
+    ``enum`` and ``const`` are decided by hashing (with JSON Schema's equality: ``1`` equals
+    ``1.0``, ``true`` does not equal ``1``) and only the other keywords of a part go to the
+    validator, so a long ``enum`` costs linear time, not a validator pass over the whole
+    list for each of its values."""
     candidates: list[Any] | None = None
     for part in conjunction.parts:
         if "const" in part:
@@ -61,13 +69,54 @@ def finite_values(ctx: SchemaContext, conjunction: Conjunction) -> list[Any] | N
             break
     if candidates is None:
         return None
+    checks = [_FiniteCheck(part) for part in conjunction.parts]
     unique = {json.dumps(value, sort_keys=True): value for value in candidates}
     return [
         value
         for value in unique.values()
-        if all(ctx.is_valid(part, value) for part in conjunction.parts)
+        if all(check.holds(ctx, value) for check in checks)
         and _formats_hold(ctx, conjunction, value)
     ]
+
+
+class _FiniteCheck:
+    """Whether a value satisfies one part: its ``const`` and ``enum`` by lookup, its other
+    constraining keywords (if any) with the validator."""
+
+    def __init__(self, part: dict[str, Any]) -> None:
+        self.allowed: list[set[Hashable]] = []
+        if "const" in part:
+            self.allowed.append({json_key(part["const"])})
+        if "enum" in part:
+            if not isinstance(part["enum"], list):
+                raise GrammarError("'enum' must be an array")
+            self.allowed.append({json_key(value) for value in part["enum"]})
+        rest = {k: v for k, v in part.items() if k not in ("const", "enum")}
+        self.rest = rest if rest.keys() & KNOWN_KEYWORDS else None
+
+    def holds(self, ctx: SchemaContext, value: Any) -> bool:
+        if self.allowed:
+            key = json_key(value)
+            if not all(key in allowed for allowed in self.allowed):
+                return False
+        return self.rest is None or ctx.is_valid(self.rest, value)
+
+
+def json_key(value: Any) -> Hashable:
+    """A hashable key equal for two JSON values exactly when JSON Schema's ``enum`` and
+    ``const`` call them equal: numbers by value, booleans apart from numbers, arrays item
+    by item, objects member by member."""
+    if value is None or isinstance(value, bool):
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(json_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((name, json_key(item)) for name, item in value.items()))
+    raise GrammarError(f"{value!r} is not a JSON value")
 
 
 def _formats_hold(ctx: SchemaContext, conjunction: Conjunction, value: Any) -> bool:
@@ -90,12 +139,14 @@ def has_string_constraints(conjunction: Conjunction) -> bool:
 
 def length_bounds(conjunction: Conjunction) -> tuple[int, int | None]:
     """The tightest ``minLength`` / ``maxLength``."""
-    low = max([_count(v, "minLength") for v in conjunction.values("minLength")], default=0)
-    highs = [_count(v, "maxLength") for v in conjunction.values("maxLength")]
+    low = max([count_value(v, "minLength") for v in conjunction.values("minLength")], default=0)
+    highs = [count_value(v, "maxLength") for v in conjunction.values("maxLength")]
     return low, min(highs) if highs else None
 
 
-def _count(value: Any, keyword: str) -> int:
+def count_value(value: Any, keyword: str) -> int:
+    """A count keyword's value (``minLength``, ``maxProperties``, ...) as an int; GrammarError
+    unless it is a non-negative number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise GrammarError(f"{keyword!r} must be a non-negative integer, not {value!r}")
     return int(value)
@@ -103,7 +154,17 @@ def _count(value: Any, keyword: str) -> int:
 
 def string_dfa(ctx: SchemaContext, conjunction: Conjunction) -> Dfa:
     """Every string the conjunction accepts, as a DFA (raises GrammarError when it cannot
-    be built; keywords the caller ignores are skipped)."""
+    be built; keywords the caller ignores are skipped). Kept per conjunction: a ``not``
+    nested in a ``not`` asks for the same languages again, and would otherwise double the
+    work at every level."""
+    key = ("string-dfa", conjunction.key)
+    found = ctx.cache.get(key)
+    if found is None:
+        found = ctx.cache[key] = _string_dfa(ctx, conjunction)
+    return found
+
+
+def _string_dfa(ctx: SchemaContext, conjunction: Conjunction) -> Dfa:
     if "string" not in conjunction.types():
         return EMPTY_DFA
     values = finite_values(ctx, conjunction)
@@ -155,6 +216,9 @@ def string_expr(ctx: SchemaContext, conjunction: Conjunction, exclusions: list[D
         if high is not None and high > MAX_COUNTED:
             ctx.unsupported("maxLength", f"{high} is above the enforced limit of {MAX_COUNTED}")
             high = None
+        if low > MAX_COUNTED:
+            ctx.unsupported("minLength", f"{low} is above the enforced limit of {MAX_COUNTED}")
+            low = 0
         chars = ctx.chain("chars", lambda _: _JSON_CHAR, low, high)
         return Sequence((QUOTE, chars, QUOTE))
     dfa = string_dfa(ctx, conjunction)
@@ -168,7 +232,15 @@ def string_expr(ctx: SchemaContext, conjunction: Conjunction, exclusions: list[D
 def number_dfa(ctx: SchemaContext, conjunction: Conjunction, spelling: str) -> Dfa:
     """The numbers the conjunction accepts in plain decimal notation. ``spelling``:
     ``"integer"`` (no fraction), ``"integral"`` (integer values, ``.0`` allowed) or
-    ``"number"``."""
+    ``"number"``. Kept per conjunction and spelling, as :func:`string_dfa` is."""
+    key = ("number-dfa", conjunction.key, spelling)
+    found = ctx.cache.get(key)
+    if found is None:
+        found = ctx.cache[key] = _number_dfa(ctx, conjunction, spelling)
+    return found
+
+
+def _number_dfa(ctx: SchemaContext, conjunction: Conjunction, spelling: str) -> Dfa:
     types = conjunction.types()
     if not types & {"number", "integer"}:
         return EMPTY_DFA
@@ -202,6 +274,7 @@ def number_dfa(ctx: SchemaContext, conjunction: Conjunction, spelling: str) -> D
     return dfa
 
 
+@cache
 def _syntax(spelling: str) -> Dfa:
     if spelling == "integral":
         digits = RxChars(((48, 57),))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 from pathlib import PurePath
@@ -32,6 +33,28 @@ JSON_FILE = BUILTIN_JSON.replace("root ::= value", "root ::= ws value ws", 1)
 """A JSON text as RFC 8259 defines it: one value with whitespace around it."""
 
 _JSON_WHITESPACE = b" \t\n\r"
+
+MAX_JSON_DEPTH = 1_000
+"""The deepest nesting of arrays and objects the JSON machines follow. Every level is a
+new stack of the parser and a new row of its transition table (about 20 kB), so a file of
+a few hundred kilobytes of brackets would otherwise take gigabytes; 1,000 levels take
+about 20 MB."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*+"?')
+"""A string, or what there is of one up to the end of its line: possessive, so every byte
+is read once even when strings are left open."""
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+
+
+def json_depth(text: str) -> int:
+    """How deeply ``text`` nests JSON arrays and objects (brackets inside strings do not
+    count), in linear time; for text that is not JSON, about as deep as its brackets go."""
+    data = _JSON_STRING.sub(b"", text.encode("utf-8"))
+    if not data:
+        return 0
+    steps = _BRACKET_STEP[np.frombuffer(data, dtype=np.uint8)].astype(np.int32)
+    return max(int(np.cumsum(steps).max()), 0)
 
 
 def language_for_path(path: str | PurePath) -> str | None:
@@ -240,10 +263,12 @@ __all__ = [
     "EXTENSIONS",
     "JSON_FILE",
     "LANGUAGES",
+    "MAX_JSON_DEPTH",
     "GrammarError",
     "GrammarMachine",
     "PaddedMachine",
     "PythonMachine",
+    "json_depth",
     "language_for_path",
     "syntax_machine",
     "syntax_matcher",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +78,18 @@ def test_the_default_model_is_named_once_in_the_code() -> None:
         and DEFAULT_MODEL in path.read_text(errors="replace")
     )
     assert naming == ["cad/defaults.py"]
+
+
+def test_output_stdout_cannot_take_is_one_line_not_a_traceback() -> None:
+    """Help text is printed by the command-line library itself; to a full device it fails
+    as the commands' own output does: one line, exit status 1, nothing more at exit."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [sys.executable, "-c", "from cad.server.cli import main; main()", "resolve", "--help"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    (line,) = result.stderr.decode().splitlines()
+    assert line == "error: cannot write the output to stdout (No space left on device)"

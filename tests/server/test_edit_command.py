@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from cad.defaults import DEFAULT_MODEL
+from cad.errors import UserError
 from cad.resolver import format, oracle
 from cad.selector.stats import Progress
-from cad.server.edit_command import _rewrite_status
+from cad.server.edit_command import _rewrite_status, check_instruction
+from cad.server.syntax_setting import SyntaxChoice, plan_syntax
 from tests.tiny_model import make_tiny_model
 
 CAD = [sys.executable, "-c", "from cad.server.cli import main; main()"]
@@ -331,7 +333,7 @@ def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
         (["--lines", "two"], "expected I-J"),
         (["--mode", "rewrite", "--grammar", "g.ebnf"], "--mode does not apply to --grammar"),
         (["--draft-config", "bad.json"], "unknown draft-config keys: budgit"),
-        (["--draft-config", "nothing.json"], "nothing.json: cannot read"),
+        (["--draft-config", "nothing.json"], "nothing.json: no such file"),
     ],
 )
 def test_rewrite_mode_bad_input_is_one_line(
@@ -368,3 +370,61 @@ def test_an_offline_first_run_fails_at_once_naming_a_command_that_exists(workspa
 def test_rewrite_progress_counts_the_lines_it_wrote() -> None:
     status = _rewrite_status(Progress(ops=1, lines_copied=2, lines_generated=1, tokens_generated=1))
     assert status == "1 forward, 1 token, 3 lines written"
+
+
+def test_an_instruction_with_a_lone_surrogate_is_refused() -> None:
+    with pytest.raises(UserError, match="character 2 is an undecodable byte or a lone"):
+        check_instruction("a\ud800b")
+    check_instruction("naïve ✓")
+
+
+def test_json_nested_past_the_limit_is_refused_or_left_unconstrained() -> None:
+    """Named explicitly, the constraint refuses such a file at once; chosen by ``auto`` it
+    is left out with a note. Brackets inside strings do not count."""
+    deep = "[" * 1_500 + "]" * 1_500
+    with pytest.raises(UserError, match="nests JSON 1,500 levels deep, more than the 1,000"):
+        plan_syntax(
+            SyntaxChoice.json, language="json", schema=None, before="", region=deep, after="",
+            warn=print,
+        )  # fmt: skip
+    notes: list[str] = []
+    plan = plan_syntax(
+        SyntaxChoice.auto, language="json", schema=None, before="[", region=deep, after="]",
+        warn=notes.append,
+    )  # fmt: skip
+    assert plan.language is None
+    assert notes and "1,501 levels deep" in notes[0]
+    quoted = '["' + "[" * 5_000 + '", "\\"[[["]'
+    plan = plan_syntax(
+        SyntaxChoice.json, language="json", schema=None, before="", region=quoted, after="",
+        warn=print,
+    )  # fmt: skip
+    assert plan.language == "json"
+
+
+def test_stdout_that_cannot_take_the_edit_is_one_line(workspace, model_dir) -> None:
+    args = ["--model", str(model_dir), "--program", "fix.program", "--stdout"]
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [*CAD, "edit", "mean.py", "--instr", "x", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            cwd=workspace,
+            timeout=300,
+        )
+    assert result.returncode == 1
+    (line,) = result.stderr.decode().splitlines()
+    assert line == "error: cannot write the output to stdout (No space left on device)"
+
+
+def test_a_draft_budget_past_the_context_names_the_budget(workspace, model_dir) -> None:
+    result = cad(
+        "edit", "mean.py", "--instr", "x", "--model", str(model_dir), "--mode", "rewrite",
+        "--draft-budget", "100000", cwd=workspace,
+    )  # fmt: skip
+    assert result.returncode == 1
+    (line,) = result.stderr.decode().splitlines()
+    assert line == (
+        "error: --draft-budget 100,000 is not below the model's context of 8,192 tokens; give "
+        "a smaller budget"
+    )

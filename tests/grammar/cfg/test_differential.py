@@ -12,6 +12,7 @@ import pytest
 from cad.grammar import Vocabulary
 from cad.grammar.cfg import GrammarError, compile_grammar
 from cad.grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
+from cad.grammar.cfg.compiled import MAX_LR_RULES
 from cad.grammar.cfg.dpda import DpdaAutomaton
 from cad.grammar.cfg.earley import EarleyAutomaton
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
@@ -155,14 +156,31 @@ def test_native_lr1_has_the_reference_states(grammar_name: str) -> None:
 
 
 def test_too_many_lr1_states_fall_back_to_earley() -> None:
-    """A bounded repetition this long needs more canonical LR(1) states than the builder
-    allows: it stops there and the grammar runs on Earley, with the reason kept."""
-    grammar = simplify(lower(parse_ebnf('root ::= "a"{0,10001} "b"')))
+    """A bounded repetition in four contexts with different lookaheads needs more canonical
+    LR(1) states than the builder allows (with fewer rules than the LR(1) attempt takes):
+    it stops there and the grammar runs on Earley, with the reason kept."""
+    text = 'root ::= "1" x "b" | "2" x "c" | "3" x "d" | "4" x "e"\nx ::= "a"{0,3000}'
+    grammar = simplify(lower(parse_ebnf(text)))
+    assert len(grammar.names) <= MAX_LR_RULES
     compiled = compile_grammar(grammar, BYTES)
     assert compiled.engine == "earley"
     assert "more than 20000 LR(1) states" in compiled.lr_note
+    assert compiled.accepts(b"1" + b"a" * 300 + b"b")
+    assert not compiled.accepts(b"1" + b"a" * 5 + b"c")
+
+
+def test_grammars_of_many_rules_skip_the_lr1_tables() -> None:
+    """Past ``MAX_LR_RULES`` rules the dense LR(1) tables (rules times states) are not
+    built: ``auto`` goes to Earley and says why, ``dpda`` is refused naming the limit."""
+    grammar = simplify(lower(parse_ebnf('root ::= "a"{0,10001} "b"')))
+    assert len(grammar.names) > MAX_LR_RULES
+    compiled = compile_grammar(grammar, BYTES)
+    assert compiled.engine == "earley"
+    assert f"more than {MAX_LR_RULES:,}" in compiled.lr_note
     assert compiled.accepts(b"a" * 300 + b"b")
     assert not compiled.accepts(b"a" * 5 + b"c")
+    with pytest.raises(GrammarError, match="4,000"):
+        compile_grammar(grammar, BYTES, engine="dpda")
 
 
 @pytest.mark.parametrize("name", sorted(TEXT_GRAMMARS))
