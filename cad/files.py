@@ -74,6 +74,16 @@ _XATTR_NOT_KEPT = frozenset(
 set that namespace (``security.*``, ``trusted.*`` without privileges), or it went away."""
 
 
+_COMPLETED: list[Path] = []
+"""The files this process has written, in order (a signal held back during a write arrives
+after it, and the message it leads to must not say that nothing was written)."""
+
+
+def completed_writes() -> tuple[Path, ...]:
+    """The files this process has written so far, in the order they were written."""
+    return tuple(_COMPLETED)
+
+
 def describe_size(size: int) -> str:
     """A byte count for messages: ``512 bytes``, ``3.2 MB``."""
     if size < 1000:
@@ -223,6 +233,7 @@ def _replace(target: Path, data: bytes, info: os.stat_result | None) -> None:
         except BaseException:
             _remove(Path(name))
             raise
+        _COMPLETED.append(target)
     _sync_folder(target.parent)
 
 
@@ -299,6 +310,7 @@ def _write_in_place(target: Path, path: Path, data: bytes) -> None:
         try:
             old = _commit_journal(stops, fd, Path(name), handle, target, path, data)
             _overwrite_committed(handle, path, journal, new=data, old=old)
+            _COMPLETED.append(target)
         finally:
             os.close(handle)
             os.close(fd)

@@ -2,8 +2,9 @@
 
 Commands report bad input by raising ``UserError`` (the program language's ``ProgramError``
 and the datasets' ``DatasetError`` count as such); ``main`` turns it into one ``error: ...``
-line and a non-zero exit status, as is output that stdout cannot take. SIGTERM stops a command the way Ctrl-C does, so an
-interrupted write removes its temporary file. Warnings and progress bars of the libraries
+line and a non-zero exit status, as is output that stdout cannot take. SIGTERM stops a
+command the way Ctrl-C does, so an interrupted write removes its temporary file, and the line
+says which files were written in full before the signal. Warnings and progress bars of the libraries
 underneath are not shown: what the user sees is the command's own output.
 """
 
@@ -21,6 +22,7 @@ import typer
 
 from cad.cli_text import flush_stdout, output_error
 from cad.errors import UserError
+from cad.files import completed_writes
 from cad.resolver import ProgramError
 from cad.server import edit_command, program_commands, serve_command
 from cad.training import calibrate_command, dataset_commands
@@ -84,6 +86,15 @@ def _os_error_message(exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}"
 
 
+def _what_was_written() -> str:
+    """What a stopped command leaves behind: nothing, or the files it wrote in full before
+    the signal arrived (one held back while a write finished arrives right after it)."""
+    written = completed_writes()
+    if not written:
+        return "nothing was written"
+    return "it had written " + ", ".join(str(path) for path in written)
+
+
 def main() -> None:
     """Entry point: run the app; bad input becomes one ``error: ...`` line and exit 1 or 2."""
     quiet_libraries()
@@ -116,10 +127,10 @@ def main() -> None:
         print(f"error: {_os_error_message(exc)}", file=sys.stderr)
         sys.exit(1)
     except (typer.Abort, KeyboardInterrupt):
-        print("error: interrupted; nothing was written", file=sys.stderr)
+        print(f"error: interrupted; {_what_was_written()}", file=sys.stderr)
         sys.exit(130)
     except Terminated:
-        print("error: terminated; nothing was written", file=sys.stderr)
+        print(f"error: terminated; {_what_was_written()}", file=sys.stderr)
         sys.exit(128 + signal.SIGTERM)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

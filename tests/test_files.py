@@ -144,6 +144,26 @@ def interrupted_write(workspace: Path, model: Path, how: signal.Signals) -> tupl
     return finish(process)
 
 
+TERM_AT_RENAME = """
+import os, signal
+_replace = os.replace
+def replace_after_term(source, target, **kwargs):
+    if str(target).endswith("mean.py"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    _replace(source, target, **kwargs)
+os.replace = replace_after_term
+"""
+
+
+def test_a_sigterm_held_back_while_the_file_is_renamed_says_it_was_written(workspace, model):
+    target = workspace / "mean.py"
+    target.write_text(BEFORE)
+    code, stderr = finish(write_edit("mean.py", workspace, model, prelude=TERM_AT_RENAME))
+    assert code == 128 + signal.SIGTERM
+    one_error_line(stderr, f"terminated; it had written {target.resolve()}")
+    assert target.read_text() != BEFORE and temporary_files(workspace) == []
+
+
 def test_sigterm_leaves_no_temporary_file_and_sigkill_leftovers_are_swept(workspace, model) -> None:
     target = workspace / "mean.py"
     target.write_text(BEFORE)
