@@ -8,12 +8,27 @@ import io
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import typer
+from rich.console import Console
 from typer.core import TyperCommand
 
 from cad.errors import UserError
+
+
+def cli_console(stderr: bool = False) -> Console:
+    """A console for a command's output that never breaks a line itself: on a terminal long
+    lines wrap where the terminal wraps them, and output to a pipe or a file keeps every line
+    whole (a piped diff must apply, a suggested command must stay one line); tables take
+    their natural width there. Colours only on a terminal, as rich decides."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else UNWRAPPED_WIDTH
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+UNWRAPPED_WIDTH = 100_000
+"""The width rich lays out to when it writes to a pipe or a file: wider than any line."""
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -22,14 +37,18 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 
 
 class CadCommand(TyperCommand):
-    """A command whose usage line names arguments plainly and in capitals, as its help text
-    does: ``cad edit [OPTIONS] FILE``, not ``{file}``."""
+    """A command whose help reads plainly: arguments and option values named in capitals by
+    what they take (``FILE``, ``PATH``, ``N``, ``TEXT``, ``ar|pld``), never by Python types,
+    and options grouped in the panels their ``rich_help_panel`` names (``Options`` for the
+    rest). The usage line names arguments as their help does: ``cad edit [OPTIONS] FILE``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for parameter in self.params:
             if parameter.param_type_name == "argument" and not parameter.metavar:
                 parameter.metavar = (parameter.name or "").upper()
+            elif parameter.param_type_name == "option" and not parameter.metavar:
+                parameter.metavar = plain_metavar(parameter)
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """The options placeholder, then each argument: ``NAME``, ``[NAME]`` when optional,
@@ -39,10 +58,55 @@ class CadCommand(TyperCommand):
             if parameter.param_type_name != "argument":
                 pieces.extend(parameter.get_usage_pieces(ctx))
                 continue
-            name = parameter.metavar or (parameter.name or "").upper()
-            name = name if parameter.required else f"[{name}]"
-            pieces.append(name + ("..." if parameter.nargs != 1 else ""))
+            pieces.append(_argument_name(parameter))
         return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """Arguments, then the options panel by panel, in the order they first appear."""
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for parameter in self.get_params(ctx):
+            if parameter.param_type_name == "argument":
+                help_text = getattr(parameter, "help", None) or ""
+                if parameter.required:
+                    help_text = f"{help_text}  [required]".strip()
+                sections.setdefault("Arguments", []).append((_argument_name(parameter), help_text))
+                continue
+            record = parameter.get_help_record(ctx)
+            if record is not None:
+                panel = getattr(parameter, "rich_help_panel", None) or "Options"
+                sections.setdefault(panel, []).append(record)
+        for title, records in sections.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+def plain_metavar(parameter: Any) -> str | None:
+    """What an option takes, in capitals: ``PATH``, ``N``, ``NUMBER``, ``TEXT``, or its
+    choices ``a|b``, with ``...`` when it may be repeated; ``None`` for a flag."""
+    if getattr(parameter, "is_flag", False) or getattr(parameter, "count", False):
+        return None
+    described = parameter.type_descriptor
+    annotation = described.annotation
+    if described.is_list:
+        (annotation,) = get_args(annotation) or (str,)
+    if described.is_choice:
+        name = "|".join(str(getattr(choice, "value", choice)) for choice in described.choices)
+    elif described.is_path:
+        name = "PATH"
+    else:
+        name = _TYPE_NAMES.get(annotation, "TEXT")
+    return name + ("..." if described.is_list else "")
+
+
+_TYPE_NAMES: dict[Any, str] = {int: "N", float: "NUMBER", str: "TEXT", bool: "BOOL"}
+
+
+def _argument_name(parameter: Any) -> str:
+    """An argument as usage and help name it: ``NAME``, ``[NAME]`` when optional, with
+    ``...`` when it takes several values."""
+    name = parameter.metavar or (parameter.name or "").upper()
+    name = name if parameter.required else f"[{name}]"
+    return name + ("..." if parameter.nargs != 1 else "")
 
 
 def given_options(ctx: typer.Context, names: list[str]) -> set[str]:

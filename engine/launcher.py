@@ -317,10 +317,35 @@ def supervise(command: Sequence[str], env: Mapping[str, str]) -> int:
     return status
 
 
+HELP = """Usage: cad-engine --model MODEL [--max-edits N] [vLLM's options]
+
+  The shared edit engine: vLLM's OpenAI-compatible server with the cad routes
+  (POST /v1/cad/edit, GET /v1/cad/info) switched on. Every option but --max-edits
+  is vLLM's own: --model, --port, --tensor-parallel-size, --enable-lora
+  --lora-modules NAME=PATH, --speculative-config ... (see: vllm serve --help).
+
+Options:
+  --max-edits N  Edits running at once; more are answered 503 "overloaded".
+                 [default: 4 x vLLM's --max-num-seqs]
+  --help         Show this message and exit.
+
+The engine runs in an environment of its own (docs/engine.md):
+  python3 -m venv .venv-engine && .venv-engine/bin/pip install 'copy-as-decode[vllm]'
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``cad-engine``: the API server (:func:`serve`, the same arguments) under a supervisor
-    (:func:`supervise`), exiting with the server's status."""
+    (:func:`supervise`), exiting with the server's status; ``--help`` says how to run it,
+    whether or not vLLM is installed here."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in args or "-h" in args:
+        print(HELP, end="")
+        try:
+            check_vllm()
+        except LaunchError as exc:
+            print(f"\nIn this environment: {exc}.")
+        sys.exit(0)
     sys.exit(supervise([*SERVER, *args], os.environ))
 
 

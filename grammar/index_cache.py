@@ -1,7 +1,6 @@
 """The on-disk cache of tables built once per tokenizer (such as the program token index).
 
-Files live in ``$CAD_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/cad``, else ``~/.cache/cad``,
-named by what they hold and the vocabulary's fingerprint. Writes are atomic (a temporary file
+Files live in the cad cache folder (:mod:`cad.cache`), named by what they hold and the vocabulary's fingerprint. Writes are atomic (a temporary file
 renamed into place), so a reader never sees half a file; a file that does not load (corrupt,
 truncated, written by another format version) is rebuilt by the caller and overwritten. A
 cache folder that cannot be written is not an error: the table is simply rebuilt next time.
@@ -20,20 +19,12 @@ import stat
 import tempfile
 from pathlib import Path
 
-CACHE_ENV = "CAD_CACHE_DIR"
+from cad.cache import cache_folder
+
 MAX_BYTES = 64 << 20
 """The largest cache file read unless a caller names its own bound."""
 
 logger = logging.getLogger(__name__)
-
-
-def cache_folder() -> Path:
-    """Where cached tables are kept (see the module docstring)."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cad"
 
 
 def cache_path(kind: str, key: str) -> Path:

@@ -13,7 +13,18 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def download_hint(model: str) -> str:
-    """What to do about a model that is not on this machine."""
+    """What to do about a model that cannot be loaded: for a local folder, what it lacks;
+    for a hub id, download it first."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            return "not a model folder: no config.json (give the folder a model was saved to)"
+        return (
+            "check that the folder holds a whole model (config.json, the tokenizer files and "
+            "safetensors weights)"
+        )
+    if model.startswith(("/", "./", "../", "~")) or folder.exists():
+        return "no such model folder; give the folder a model was saved to, or a hub id"
     return f"download it first (hf download {model}) or pass --model PATH to a local model folder"
 
 

@@ -25,6 +25,7 @@ from cad.errors import UserError
 from cad.files import completed_writes
 from cad.resolver import ProgramError
 from cad.server import edit_command, program_commands, serve_command
+from cad.server.user_config import default_map, load_config
 from cad.training import calibrate_command, dataset_commands
 from cad.training import commands as training_commands
 from cad.training.datasets import DatasetError
@@ -33,7 +34,7 @@ app = typer.Typer(
     name="cad",
     help="Copy-as-Decode: apply LLM edits as programs of copies and generated text.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -100,7 +101,9 @@ def main() -> None:
     quiet_libraries()
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        status = app(standalone_mode=False)
+        command = typer.main.get_command(app)
+        defaults = default_map(command, load_config())
+        status = command.main(prog_name="cad", standalone_mode=False, default_map=defaults)
         flush_stdout()
     except typer.TyperException as exc:
         context = getattr(exc, "ctx", None)
@@ -136,3 +139,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     if isinstance(status, int) and status:
         sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,492 +1,485 @@
 """``cad edit FILE --instr TEXT``: let a model edit a file, as an edit program (program mode)
 or by rewriting the file with drafts from the document (rewrite mode), and apply it.
 
-The command is a pipeline: check the options against the run they select (one table says
-which options apply to which run), read the inputs, load the model, run one function per
-run (program, rewrite, grammar, baseline), then write the stats and deliver the new text.
+The command reads its options, hands the computation to :mod:`cad.server.edit_pipeline` —
+in a warm server when one answers (:mod:`cad.server.warm`), else in this process — and
+delivers the new text: a diff (the default), the file replaced, the text on stdout, or a JSON
+result.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
-from enum import StrEnum
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from cad.cli_text import CadCommand, given_options, plural, writing_stdout
+from cad.cli_text import CadCommand, cli_console, given_options, plural, writing_stdout
 from cad.defaults import DEFAULT_MODEL
 from cad.errors import UserError
-from cad.files import check_writable, read_text, write_atomic
-from cad.resolver import Program, parse, resolve, split_lines
-from cad.server.modes import EditMode
-from cad.server.syntax_setting import (
-    SyntaxChoice,
-    SyntaxPlan,
-    choose_language,
-    load_schema,
-    plan_syntax,
+from cad.files import check_writable, write_atomic
+from cad.resolver import split_lines
+from cad.server import warm
+from cad.server.edit_pipeline import (
+    Baseline,
+    EditFiles,
+    EditOptions,
+    EditOutcome,
+    GrammarFormat,
+    Run,
+    check_instruction,
+    chosen_run,
+    decode,
+    load,
+    model_name,
+    prepare_inputs,
+    read_files,
 )
+from cad.server.modes import EditMode
+from cad.server.syntax_setting import SyntaxChoice
 
-if TYPE_CHECKING:
-    from cad.grammar.cfg.grammar_ir import Grammar
+stderr = cli_console(stderr=True)
+MAX_INSTRUCTION_BYTES = 1024 * 1024
+"""The longest instruction read from stdin or a file."""
 
-stderr = Console(stderr=True, highlight=False)
-
-
-class GrammarFormat(StrEnum):
-    """How a ``--grammar`` file is written."""
-
-    ebnf = "ebnf"
-    json_schema = "json-schema"
-
-
-class Baseline(StrEnum):
-    """Whole-file baselines run with the same model and a forced target."""
-
-    ar = "ar"
-    pld = "pld"
-
-
-class Run(StrEnum):
-    """What produces the new text: the model in program or rewrite mode, generation under
-    ``--grammar``, or a ``--baseline`` regenerating ``--target``."""
-
-    program = "program"
-    rewrite = "rewrite"
-    grammar = "grammar"
-    baseline = "baseline"
-
-
-DECODING = frozenset({Run.program, Run.rewrite, Run.grammar})
-APPLIES_TO: dict[str, frozenset[Run]] = {
-    "program": frozenset({Run.program}),
-    "subline": frozenset({Run.program}),
-    "mode": frozenset({Run.program, Run.rewrite}),
-    "lines": frozenset({Run.rewrite}),
-    "draft_config": frozenset({Run.rewrite}),
-    "draft_budget": frozenset({Run.rewrite}),
-    "syntax": frozenset({Run.program, Run.rewrite}),
-    "schema": frozenset({Run.program, Run.rewrite}),
-    "grammar_format": frozenset({Run.grammar}),
-    "ignore_unsupported": frozenset({Run.grammar}),
-    "target": frozenset({Run.baseline}),
-    "max_new_tokens": DECODING,
-    "temperature": DECODING,
-    "top_p": DECODING,
-    "seed": DECODING,
-}
-"""The runs each option applies to; an option not listed applies to every run. An option
-given on the command line for another run is refused."""
-
-EXCLUSIVE = (("write", "stdout", "diff"), ("grammar", "baseline"))
-"""Groups of options of which at most one may be given."""
+INPUT, MODEL, MODE, DECODING, OUTPUT, SPEED = (
+    "Input",
+    "Model",
+    "Mode",
+    "Decoding",
+    "Output",
+    "Performance",
+)
+"""The panels of ``cad edit --help``."""
 
 
 @dataclass(frozen=True)
-class EditOptions:
-    """Every option of ``cad edit``, as given (see ``cad edit --help``)."""
+class Delivery:
+    """How the result is delivered: the file replaced, the text on stdout, a JSON result, or
+    a diff (the default); decode stats to a file; where the edit is decoded."""
 
-    file: Path
-    instr: str
-    model: str
-    device: str
-    dtype: str
-    adapter: Path | None
-    program: Path | None
-    baseline: Baseline | None
-    target: Path | None
     write: bool
     stdout: bool
     diff: bool
+    json: bool
     stats_json: Path | None
-    grammar: Path | None
-    grammar_format: GrammarFormat
-    ignore_unsupported: bool
-    max_new_tokens: int
-    subline: bool
-    temperature: float
-    top_p: float
-    seed: int
-    mode: EditMode
-    lines: str | None
-    draft_config: Path | None
-    draft_budget: int | None
-    syntax: SyntaxChoice
-    schema: Path | None
-    compile: bool
-
-
-@dataclass(frozen=True)
-class EditInputs:
-    """What the run reads besides the model: the document, a given program (validated
-    against the document), the baseline's target text, the grammar (through the front end,
-    which needs no tokenizer), the line range and the draft configuration."""
-
-    document: str
-    forced: Program | None = None
-    target: str | None = None
-    grammar: Grammar | None = None
-    lines: tuple[int, int] | None = None
-    drafts: Any = None
-    parts: tuple[str, str, str] = ("", "", "")
-    plan: SyntaxPlan = field(default_factory=lambda: SyntaxPlan(None))
-
-    def syntax(self, loaded: Any) -> Any:
-        """The syntax constraint of the edit for the loaded tokenizer (None: unconstrained)."""
-        return self.plan.constraint(loaded.tokenizer, loaded.vocab_size, *self.parts)
-
-
-def option_name(field_name: str) -> str:
-    """``draft_budget`` -> ``--draft-budget``."""
-    return "--" + field_name.replace("_", "-")
-
-
-def chosen_run(options: EditOptions, given: set[str]) -> Run:
-    """The run the options select, after refusing options that exclude each other or do
-    not apply to it (``given``: the options given on the command line)."""
-    for group in EXCLUSIVE:
-        chosen = [name for name in group if name in given]
-        if len(chosen) > 1:
-            names = [option_name(name) for name in group]
-            raise UserError(f"choose one of {', '.join(names[:-1])} and {names[-1]}")
-    if options.grammar is not None:
-        run = Run.grammar
-    elif options.baseline is not None:
-        run = Run.baseline
-    else:
-        program_given = options.adapter is not None or options.program is not None
-        run = Run(options.mode.resolved(program_given=program_given).value)
-    for name in sorted(given, key=[item.name for item in fields(EditOptions)].index):
-        runs = APPLIES_TO.get(name)
-        if runs is not None and run not in runs:
-            raise UserError(_refusal(option_name(name), run, runs))
-    return run
-
-
-def _refusal(option: str, run: Run, runs: frozenset[Run]) -> str:
-    """Why ``option`` cannot be used with ``run``, and what to do."""
-    if run in (Run.grammar, Run.baseline):
-        return f"{option} does not apply to --{run.value}; leave it out"
-    if runs == {Run.program}:
-        return f"{option} applies to program mode; use --mode program (or auto)"
-    if runs == {Run.rewrite}:
-        return f"{option} applies to rewrite mode; add --mode rewrite"
-    needed = " or ".join(f"--{item.value}" for item in sorted(runs - {Run.program, Run.rewrite}))
-    return f"{option} applies to {needed}; add it or leave {option} out"
-
-
-_LINE_RANGE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")
-"""``I`` or ``I-J`` in ASCII digits; no file has 10**18 lines, so longer numbers are refused
-before they are converted."""
-
-
-def parse_lines(lines: str, document: str) -> tuple[int, int]:
-    """``I-J`` (or ``I``) as a 1-based inclusive line range inside ``document``."""
-    match = _LINE_RANGE.fullmatch(lines)
-    if match is None:
-        shown = lines if len(lines) <= 40 else lines[:40] + "..."
-        raise UserError(f"--lines {shown!r}: expected I-J in digits, e.g. 3-10")
-    start = int(match.group(1))
-    end = int(match.group(2) or start)
-    count = len(split_lines(document))
-    if start < 1:
-        raise UserError(f"--lines {lines}: lines count from 1")
-    if end < start:
-        raise UserError(f"--lines {lines}: the range is reversed; write {end}-{start}")
-    if end > count:
-        raise UserError(f"--lines {lines}: the file has {plural(count, 'line')} (1-{count})")
-    return start, end
-
-
-def check_instruction(instr: str) -> None:
-    """Refuse an empty instruction, and one that is not text: bytes that are not UTF-8 reach
-    Python as lone surrogates (``\\udcff`` for 0xFF), which no tokenizer can encode."""
-    if not instr.strip():
-        raise UserError("the instruction is empty; say what to change with --instr")
-    try:
-        instr.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise UserError(
-            f"--instr is not valid UTF-8 (character {exc.start + 1} is an undecodable byte or a "
-            "lone surrogate); give the instruction as UTF-8 text"
-        ) from None
-
-
-def read_inputs(options: EditOptions, run: Run) -> EditInputs:
-    """Read and check everything the run needs before a model is loaded, so bad input
-    fails in a second, not after the model loaded."""
-    document = read_text(options.file)
-    check_instruction(options.instr)
-    forced = None
-    if options.program is not None:
-        forced = parse(read_text(options.program))
-        resolve(forced, document)
-    target = None
-    if run is Run.baseline:
-        if options.target is None:
-            raise UserError("--baseline needs --target AFTER_FILE (the text to regenerate)")
-        target = read_text(options.target)
-    if options.ignore_unsupported and options.grammar_format is not GrammarFormat.json_schema:
-        raise UserError("--ignore-unsupported applies to --grammar-format json-schema")
-    lines = parse_lines(options.lines, document) if options.lines is not None else None
-    parts = _split_region(document, lines if run is Run.rewrite else None)
-    return EditInputs(
-        document=document,
-        forced=forced,
-        target=target,
-        grammar=_grammar_front_end(options) if options.grammar is not None else None,
-        lines=lines,
-        drafts=_draft_config(options.draft_config),
-        parts=parts,
-        plan=_syntax_plan(options, run, parts),
-    )
-
-
-def run_program(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
-    """Program mode: the model writes an edit program (or follows ``--program``)."""
-    from cad.selector import Decoder
-
-    decoder = Decoder(
-        loaded,
-        max_new_tokens=options.max_new_tokens,
-        subline=options.subline,
-        sampling=_sampling(options),
-    )
-    with _progress_bar("decoding", _program_status) as show:
-        return decoder.edit(
-            inputs.document,
-            options.instr,
-            program=inputs.forced,
-            on_progress=show,
-            syntax=inputs.syntax(loaded),
-        )
-
-
-def run_rewrite(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
-    """Rewrite mode: the model rewrites the file (or ``--lines``), drafted from the text."""
-    from cad.selector.rewrite import rewrite
-
-    with _progress_bar("rewriting", _rewrite_status) as show:
-        return rewrite(
-            loaded,
-            inputs.document,
-            options.instr,
-            config=inputs.drafts,
-            max_new_tokens=options.max_new_tokens,
-            sampling=_sampling(options),
-            on_progress=show,
-            lines=inputs.lines,
-            draft_budget=options.draft_budget,
-            syntax=inputs.syntax(loaded),
-        )
-
-
-def run_grammar(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
-    """``--grammar``: the model rewrites the file under a grammar (EBNF or JSON Schema)."""
-    from cad.selector import generate_constrained
-
-    assert inputs.grammar is not None
-    matcher = _bind_grammar(inputs.grammar, loaded).matcher()
-    with stderr.status("generating under the grammar"):
-        return generate_constrained(
-            loaded,
-            inputs.document,
-            options.instr,
-            matcher,
-            max_new_tokens=options.max_new_tokens,
-            sampling=_sampling(options),
-        )
-
-
-def run_baseline(loaded: Any, options: EditOptions, inputs: EditInputs) -> Any:
-    """``--baseline``: regenerate ``--target`` as a whole-file baseline (AR or prompt lookup)."""
-    from cad.selector import prompt_lookup, regenerate
-
-    assert inputs.target is not None and options.baseline is not None
-    baseline = regenerate if options.baseline is Baseline.ar else prompt_lookup
-    with stderr.status(f"regenerating with {options.baseline.value}"):
-        return baseline(loaded, inputs.document, options.instr, inputs.target)
-
-
-RUNS: dict[Run, Callable[[Any, EditOptions, EditInputs], Any]] = {
-    Run.program: run_program,
-    Run.rewrite: run_rewrite,
-    Run.grammar: run_grammar,
-    Run.baseline: run_baseline,
-}
-
-
-def load(options: EditOptions) -> Any:
-    """The model: ``--model``, else the adapter's base model, else the default model."""
-    from cad.selector import load_model
-    from cad.selector.adapters import AdapterBaseMismatch, choose_model
-
-    adapter = str(options.adapter) if options.adapter is not None else None
-    try:
-        name = choose_model(options.model, adapter)
-    except AdapterBaseMismatch as exc:
-        raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None
-    with stderr.status(f"loading {name}"):
-        return load_model(
-            name,
-            device=options.device,
-            dtype=options.dtype,
-            adapter=adapter,
-            compile=options.compile,
-        )
-
-
-def deliver(options: EditOptions, run: Run, inputs: EditInputs, result: Any) -> None:
-    """Write the stats (also for an unfinished edit), then the new text: to the file, to
-    stdout, or as a diff. An edit that spent its whole budget is never applied."""
-    document = inputs.document
-    if options.stats_json is not None:
-        stats = {**result.stats.to_dict(), "syntax": inputs.plan.language or "none"}
-        write_atomic(options.stats_json, json.dumps(stats, indent=2) + "\n")
-    if result.stats.truncated:
-        raise UserError(
-            f"the model used its whole budget of {plural(options.max_new_tokens, 'token')} "
-            "without finishing; nothing was written (raise --max-new-tokens or narrow the "
-            "instruction)"
-        )
-    if options.write:
-        write_atomic(options.file, result.text)
-        steps = (
-            plural(result.stats.forwards, "forward")
-            if run is not Run.program
-            else plural(result.stats.ops, "op")
-        )
-        stderr.print(f"wrote {options.file} ({steps}, {result.stats.wall_s:.2f}s)")
-    elif options.stdout:
-        with writing_stdout():
-            sys.stdout.buffer.write(result.text.encode("utf-8"))
-    else:
-        with writing_stdout():
-            Console(highlight=False).print(
-                render_diff(document, result.text, options.file.name), end=""
-            )
+    server: str | None
+    no_server: bool
 
 
 def cmd_edit(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE")],
-    instr: Annotated[str, typer.Option("--instr", help="What to change.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE"),
+    ],
+    instr: Annotated[
+        str | None,
+        typer.Option(
+            "--instr", help="What to change; - reads it from stdin.", rich_help_panel=INPUT
+        ),
+    ] = None,
+    instr_file: Annotated[
+        Path | None,
+        typer.Option(help="Read the instruction from this file.", rich_help_panel=INPUT),
+    ] = None,
     model: Annotated[
         str,
         typer.Option(
+            envvar="CAD_MODEL",
             help="Model folder or hub id.",
             show_default=f"the adapter's base model, else {DEFAULT_MODEL}",
+            rich_help_panel=MODEL,
         ),
     ] = "",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto, float32, float16 or bfloat16.")] = "auto",
+    device: Annotated[
+        str,
+        typer.Option(envvar="CAD_DEVICE", help="auto, cpu or cuda[:N].", rich_help_panel=MODEL),
+    ] = "auto",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            envvar="CAD_DTYPE",
+            help="auto, float32, float16 or bfloat16.",
+            rich_help_panel=MODEL,
+        ),
+    ] = "auto",
     adapter: Annotated[
         Path | None,
-        typer.Option(help="LoRA adapter folder from cad train (runs on its base model)."),
+        typer.Option(
+            help="LoRA adapter folder from cad train (runs on its base model).",
+            rich_help_panel=MODEL,
+        ),
     ] = None,
+    mode: Annotated[
+        EditMode,
+        typer.Option(
+            help="program, rewrite, or auto: program with --adapter or --program.",
+            rich_help_panel=MODE,
+        ),
+    ] = EditMode.auto,
     program: Annotated[
-        Path | None, typer.Option(help="Follow this program (forced-program mode).")
-    ] = None,
-    baseline: Annotated[
-        Baseline | None, typer.Option(help="Regenerate --target instead: ar or pld.")
-    ] = None,
-    target: Annotated[Path | None, typer.Option(help="Target text for --baseline.")] = None,
-    write: Annotated[bool, typer.Option("--write", help="Replace FILE (atomically).")] = False,
-    stdout: Annotated[bool, typer.Option("--stdout", help="Print the new text.")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Show a unified diff (default).")] = False,
-    stats_json: Annotated[
         Path | None,
-        typer.Option(help="Write decode stats here as JSON (also when the budget runs out)."),
+        typer.Option(help="Follow this program (forced-program mode).", rich_help_panel=MODE),
+    ] = None,
+    subline: Annotated[
+        bool,
+        typer.Option(
+            "--subline", help="Program mode: allow sub-line copies.", rich_help_panel=MODE
+        ),
+    ] = False,
+    lines: Annotated[
+        str | None,
+        typer.Option(help="Rewrite mode: rewrite only lines I-J.", rich_help_panel=MODE),
+    ] = None,
+    draft_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Rewrite mode: draft-graph config from cad calibrate "
+            "(default: the shipped one for the model's device).",
+            rich_help_panel=MODE,
+        ),
+    ] = None,
+    draft_budget: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Rewrite mode: draft tokens verified per forward.", rich_help_panel=MODE
+        ),
+    ] = None,
+    syntax: Annotated[
+        SyntaxChoice,
+        typer.Option(
+            help="Keep the edited file parsing: auto (by file type), python, json, none.",
+            rich_help_panel=MODE,
+        ),
+    ] = SyntaxChoice.auto,
+    schema: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --syntax json/auto: a JSON Schema the file follows.", rich_help_panel=MODE
+        ),
     ] = None,
     grammar: Annotated[
-        Path | None, typer.Option(help="Rewrite the file under this grammar (EBNF or JSON Schema).")
+        Path | None,
+        typer.Option(
+            help="Rewrite the file under this grammar (EBNF or JSON Schema).",
+            rich_help_panel=MODE,
+        ),
     ] = None,
     grammar_format: Annotated[
-        GrammarFormat, typer.Option(help="How --grammar is written.")
+        GrammarFormat, typer.Option(help="How --grammar is written.", rich_help_panel=MODE)
     ] = GrammarFormat.ebnf,
     ignore_unsupported: Annotated[
         bool,
         typer.Option(
             "--ignore-unsupported",
             help="JSON Schema: leave out keywords the grammar cannot enforce instead of failing.",
+            rich_help_panel=MODE,
         ),
     ] = False,
+    baseline: Annotated[
+        Baseline | None,
+        typer.Option(help="Regenerate --target instead: ar or pld.", rich_help_panel=MODE),
+    ] = None,
+    target: Annotated[
+        Path | None, typer.Option(help="Target text for --baseline.", rich_help_panel=MODE)
+    ] = None,
     max_new_tokens: Annotated[
-        int, typer.Option(min=1, help="Budget of model-decided tokens.")
+        int,
+        typer.Option(min=1, help="Budget of model-decided tokens.", rich_help_panel=DECODING),
     ] = 2048,
-    subline: Annotated[
-        bool, typer.Option("--subline", help="Program mode: allow sub-line copies.")
-    ] = False,
-    temperature: Annotated[float, typer.Option(min=0.0, help="0 is greedy.")] = 0.0,
-    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling.")] = 1.0,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, help="0 is greedy.", rich_help_panel=DECODING)
+    ] = 0.0,
+    top_p: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Nucleus sampling.", rich_help_panel=DECODING),
+    ] = 1.0,
     seed: Annotated[
         int,
-        typer.Option(min=-(2**63), max=2**64 - 1, help="Seed of the sampling (64-bit)."),
+        typer.Option(
+            min=-(2**63),
+            max=2**64 - 1,
+            help="Seed of the sampling (64-bit).",
+            rich_help_panel=DECODING,
+        ),
     ] = 0,
-    mode: Annotated[
-        EditMode,
-        typer.Option(help="program, rewrite, or auto: program with --adapter or --program."),
-    ] = EditMode.auto,
-    lines: Annotated[str | None, typer.Option(help="Rewrite mode: rewrite only lines I-J.")] = None,
-    draft_config: Annotated[
+    write: Annotated[
+        bool, typer.Option("--write", help="Replace FILE (atomically).", rich_help_panel=OUTPUT)
+    ] = False,
+    stdout: Annotated[
+        bool, typer.Option("--stdout", help="Print the new text.", rich_help_panel=OUTPUT)
+    ] = False,
+    diff: Annotated[
+        bool,
+        typer.Option("--diff", help="Print a unified diff (default).", rich_help_panel=OUTPUT),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as JSON: new text, program, stats, diff.",
+            rich_help_panel=OUTPUT,
+        ),
+    ] = False,
+    stats_json: Annotated[
         Path | None,
         typer.Option(
-            help="Rewrite mode: draft-graph config from cad calibrate "
-            "(default: the shipped one for the model's device)."
+            help="Write decode stats here as JSON (also when the budget runs out).",
+            rich_help_panel=OUTPUT,
         ),
-    ] = None,
-    draft_budget: Annotated[
-        int | None, typer.Option(min=0, help="Rewrite mode: draft tokens verified per forward.")
-    ] = None,
-    syntax: Annotated[
-        SyntaxChoice,
-        typer.Option(help="Keep the edited file parsing: auto (by file type), python, json, none."),
-    ] = SyntaxChoice.auto,
-    schema: Annotated[
-        Path | None, typer.Option(help="With --syntax json/auto: a JSON Schema the file follows.")
     ] = None,
     compile: Annotated[
         bool,
         typer.Option(
             "--compile",
-            help="Static KV cache and compiled forwards (CUDA graphs on a GPU); the first "
-            "edit pays for compiling.",
+            help="Compiled forwards over the static KV cache; the first run of each shape "
+            "compiles (cached for later runs).",
+            rich_help_panel=SPEED,
+        ),
+    ] = False,
+    no_graphs: Annotated[
+        bool,
+        typer.Option(
+            "--no-graphs",
+            help="On a GPU: run forwards eagerly instead of through CUDA graphs.",
+            rich_help_panel=SPEED,
+        ),
+    ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CAD_SERVER",
+            help="Decode on the warm server at HOST:PORT or socket PATH.",
+            show_default="the local one cad serve --background starts, if it runs",
+            rich_help_panel=SPEED,
+        ),
+    ] = None,
+    no_server: Annotated[
+        bool,
+        typer.Option(
+            "--no-server",
+            help="Decode in this process, never on a warm server.",
+            rich_help_panel=SPEED,
         ),
     ] = False,
 ) -> None:
     """Edit FILE as --instr says: the model writes an edit program the resolver applies
     (program mode), or the complete updated file drafted from the document (rewrite mode)."""
-    options = EditOptions(**{name: value for name, value in locals().items() if name != "ctx"})
-    given = given_options(ctx, [item.name for item in fields(EditOptions)])
+    given = given_options(ctx, [*(item.name for item in fields(EditOptions)), "instr_file"])
+    given |= {name for name, flag in (("write", write), ("stdout", stdout), ("diff", diff)) if flag}
+    if as_json:
+        given.add("json")
+    options = EditOptions(
+        file=file,
+        instr=read_instruction(instr, instr_file),
+        model=model,
+        device=device,
+        dtype=dtype,
+        adapter=adapter,
+        program=program,
+        baseline=baseline,
+        target=target,
+        grammar=grammar,
+        grammar_format=grammar_format,
+        ignore_unsupported=ignore_unsupported,
+        max_new_tokens=max_new_tokens,
+        subline=subline,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        mode=mode,
+        lines=lines,
+        draft_config=draft_config,
+        draft_budget=draft_budget,
+        syntax=syntax,
+        schema=schema,
+        compile=compile,
+        graphs=not no_graphs,
+    )
+    delivery = Delivery(write, stdout, diff, as_json, stats_json, server, no_server)
     run = chosen_run(options, given)
-    inputs = read_inputs(options, run)
-    for output in (options.file if options.write else None, options.stats_json):
+    if delivery.server is not None and delivery.no_server:
+        raise UserError("choose one of --server and --no-server")
+    files = read_files(options, run)
+    for output in (options.file if delivery.write else None, delivery.stats_json):
         if output is not None:
             check_writable(output)
-    from cad.selector import Cancelled, ContextTooLongError, ModelLoadError
+    outcome, decoded_by = compute(options, run, files, delivery)
+    deliver(options, run, files.document, outcome, delivery, decoded_by)
 
-    try:
+
+def read_instruction(instr: str | None, instr_file: Path | None) -> str:
+    """The instruction: ``--instr TEXT``, ``--instr -`` (stdin) or ``--instr-file F``."""
+    from cad.files import read_text
+
+    if instr is not None and instr_file is not None:
+        raise UserError("choose one of --instr and --instr-file")
+    if instr_file is not None:
+        text = read_text(instr_file, max_bytes=MAX_INSTRUCTION_BYTES)
+    elif instr == "-":
+        data = sys.stdin.buffer.read(MAX_INSTRUCTION_BYTES + 1)
+        if len(data) > MAX_INSTRUCTION_BYTES:
+            raise UserError("the instruction on stdin is over 1 MB; give a shorter one")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"the instruction on stdin is not valid UTF-8 (byte {exc.start}); give it as "
+                "UTF-8 text"
+            ) from None
+    elif instr is not None:
+        text = instr
+    else:
+        raise UserError(
+            "say what to change with --instr TEXT, --instr - or --instr-file F", exit_code=2
+        )
+    check_instruction(text)
+    return text
+
+
+def compute(
+    options: EditOptions, run: Run, files: EditFiles, delivery: Delivery
+) -> tuple[EditOutcome, str]:
+    """The edit, and what decoded it: a warm server when one answers (``--server``, else
+    the local one, unless ``--no-server``), else this process."""
+    address = _server_address(delivery)
+    if address is not None:
+        status = _Status()
+        try:
+            with _progress_bar(_title(run), _status_line(run)) as show:
+                outcome = warm.request_edit(address, options, run, files, status.show, show)
+            return outcome, f"warm server {warm.describe(address)}"
+        except warm.Unreachable as exc:
+            if delivery.server is not None:
+                stderr.print(f"note: no warm server answers ({exc}); decoding in this process")
+        finally:
+            status.close()
+    inputs = prepare_inputs(options, run, files)
+    from cad.selector import Cancelled
+
+    with stderr.status(f"loading {model_name(options)}"):
         loaded = load(options)
-        _check_draft_budget(options.draft_budget, loaded.context_length)
-        result = RUNS[run](loaded, options, inputs)
-    except (ModelLoadError, ContextTooLongError, Cancelled) as exc:
+    _announce_compiling(loaded)
+    try:
+        with _progress_bar(_title(run), _status_line(run)) as show:
+            outcome = decode(loaded, options, run, inputs, show, threading.Event())
+    except Cancelled as exc:
         raise UserError(str(exc)) from None
-    deliver(options, run, inputs, result)
+    return outcome, "this process"
+
+
+def _server_address(delivery: Delivery) -> str | tuple[str, int] | None:
+    """The warm server to try: ``--server``, else the local socket if it exists."""
+    if delivery.no_server:
+        return None
+    if delivery.server is not None:
+        return warm.parse_server_address(delivery.server)
+    local = warm.default_socket()
+    return str(local) if local.is_socket() else None
+
+
+class _Status:
+    """What a warm server says it is doing, on a transient line of stderr."""
+
+    def __init__(self) -> None:
+        self.status: Any = None
+
+    def show(self, line: str) -> None:
+        if self.status is None:
+            self.status = stderr.status(line)
+            self.status.start()
+        else:
+            self.status.update(line)
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
+def _announce_compiling(loaded: Any) -> None:
+    """Say on stderr, before the first forward, that forwards are compiled (or captured as
+    CUDA graphs) at their first use, and where the result is kept for the next run."""
+    from cad.selector.first_use import first_use_notice
+
+    notice = first_use_notice(loaded)
+    if notice:
+        stderr.print(f"note: {notice}")
+
+
+def deliver(
+    options: EditOptions,
+    run: Run,
+    document: str,
+    outcome: EditOutcome,
+    delivery: Delivery,
+    decoded_by: str,
+) -> None:
+    """Write the stats (also for an unfinished edit), then the new text: to the file, to
+    stdout, as JSON or as a diff. An edit that spent its whole budget is never applied."""
+    stats = {**outcome.stats, "decoded_by": decoded_by}
+    if delivery.stats_json is not None:
+        write_atomic(delivery.stats_json, json.dumps(stats, indent=2) + "\n")
+    if outcome.truncated:
+        raise UserError(
+            f"the model used its whole budget of {plural(options.max_new_tokens, 'token')} "
+            "without finishing; nothing was written (raise --max-new-tokens or narrow the "
+            "instruction)"
+        )
+    if delivery.write:
+        write_atomic(options.file, outcome.text)
+        steps = (
+            plural(int(stats.get("ops", 0)), "op")
+            if run is Run.program
+            else plural(int(stats.get("forwards", 0)), "forward")
+        )
+        stderr.print(f"wrote {options.file} ({steps}, {float(stats.get('wall_s', 0.0)):.2f}s)")
+    elif delivery.stdout:
+        with writing_stdout():
+            sys.stdout.buffer.write(outcome.text.encode("utf-8"))
+    elif delivery.json:
+        result = {
+            "file": str(options.file),
+            "changed": outcome.text != document,
+            "text": outcome.text,
+            "program": outcome.program,
+            "diff": render_diff(document, outcome.text, diff_path(options.file)).plain,
+            "stats": stats,
+        }
+        with writing_stdout():
+            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    else:
+        diff = render_diff(document, outcome.text, diff_path(options.file))
+        with writing_stdout():
+            if sys.stdout.isatty():
+                cli_console().print(diff, end="")
+            else:
+                sys.stdout.write(diff.plain)
+
+
+def diff_path(file: Path) -> str:
+    """The path a diff names: relative to the current folder when the file lies under it
+    (so ``git apply`` and ``patch -p1`` find it from there), else as given."""
+    try:
+        relative = os.path.relpath(file)
+    except ValueError:
+        return str(file)
+    return str(file) if relative.startswith("..") else Path(relative).as_posix()
 
 
 def render_diff(before: str, after: str, name: str) -> Text:
-    """A colored unified diff of the edit (terminators shown as they are)."""
+    """A colored unified diff of the edit (terminators shown as they are), with ``a/NAME``
+    and ``b/NAME`` headers."""
     text = Text()
     lines = difflib.unified_diff(split_lines(before), split_lines(after), f"a/{name}", f"b/{name}")
     for line in lines:
@@ -498,10 +491,12 @@ def render_diff(before: str, after: str, name: str) -> Text:
     return text
 
 
-def _sampling(options: EditOptions) -> Any:
-    from cad.selector import Sampling
+def _title(run: Run) -> str:
+    return {Run.program: "decoding", Run.rewrite: "rewriting"}.get(run, "generating")
 
-    return Sampling(temperature=options.temperature, top_p=options.top_p, seed=options.seed)
+
+def _status_line(run: Run) -> Callable[[Any], str]:
+    return _program_status if run is Run.program else _rewrite_status
 
 
 def _program_status(progress: Any) -> str:
@@ -535,98 +530,6 @@ def _progress_bar(title: str, status: Callable[[Any], str]) -> Iterator[Callable
         yield lambda progress: bar.update(task, status=status(progress))
 
 
-def _check_draft_budget(budget: int | None, context_length: int) -> None:
-    """Refuse a ``--draft-budget`` that could not fit the model's context even alone (rather
-    than blame the document's length)."""
-    if budget is not None and budget >= context_length:
-        raise UserError(
-            f"--draft-budget {budget:,} is not below the model's context of "
-            f"{context_length:,} tokens; give a smaller budget"
-        )
-
-
-def _draft_config(path: Path | None) -> Any:
-    """The draft-graph configuration from ``path`` (``None``: the shipped default); a bad
-    file is a one-line error. The file is read as every input file is (``read_text``)."""
-    if path is None:
-        return None
-    from cad.selector.draft_config import DraftConfig, DraftConfigError
-
-    text = read_text(path)  # a regular file of bounded size: never a device or a pipe
-    try:
-        return DraftConfig.from_json(text)
-    except DraftConfigError as exc:
-        raise UserError(f"--draft-config {path}: {exc}") from None
-    except (RecursionError, ValueError):
-        raise UserError(
-            f"--draft-config {path}: not a draft configuration (JSON nested too deeply or "
-            "numbers too long); write it as cad calibrate does"
-        ) from None
-
-
-def _grammar_front_end(options: EditOptions) -> Grammar:
-    """``--grammar`` read and taken through the grammar front end, before any model loads:
-    a bad grammar (or one past the front end's limits) is a one-line error at once, and JSON
-    Schema keywords left out under ``--ignore-unsupported`` are named on stderr."""
-    from cad.grammar.cfg import front_end
-
-    assert options.grammar is not None
-    source = read_text(options.grammar)
-    try:
-        grammar, details = front_end(
-            source,
-            format=options.grammar_format.value,
-            ignore_unsupported=options.ignore_unsupported,
-        )
-    except ValueError as exc:  # GrammarError, or a schema the validator cannot read
-        raise UserError(f"grammar: {exc}") from None
-    ignored = details.get("ignored_keywords")
-    if ignored:
-        stderr.print(f"warning: grammar: not enforced: {', '.join(ignored)}")
-    return grammar
-
-
-def _bind_grammar(grammar: Grammar, loaded: Any) -> Any:
-    """The front end's grammar compiled for the loaded tokenizer's vocabulary."""
-    from cad.grammar.cfg import GrammarError, compile_grammar
-    from cad.grammar.vocab import Vocabulary
-
-    vocabulary = Vocabulary.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
-    try:
-        return compile_grammar(grammar, vocabulary)
-    except GrammarError as exc:
-        raise UserError(f"grammar: {exc}") from None
-
-
-def _split_region(document: str, line_range: tuple[int, int] | None) -> tuple[str, str, str]:
-    """``(before, region, after)``: the text the edit may change and what surrounds it."""
-    if line_range is None:
-        return "", document, ""
-    lines = split_lines(document)
-    first, last = line_range
-    return "".join(lines[: first - 1]), "".join(lines[first - 1 : last]), "".join(lines[last:])
-
-
-def _syntax_plan(options: EditOptions, run: Run, parts: tuple[str, str, str]) -> SyntaxPlan:
-    """Which language the edit is held to; checked against the file before a model loads."""
-    if run not in (Run.program, Run.rewrite):
-        return SyntaxPlan(None)
-    choice, schema = options.syntax, options.schema
-    if schema is not None and choice not in (SyntaxChoice.auto, SyntaxChoice.json):
-        raise UserError(f"--schema types JSON files; it does not apply to --syntax {choice}")
-    language = "json" if schema is not None else choose_language(choice, path=str(options.file))
-    before, region, after = parts
-    return plan_syntax(
-        choice,
-        language=language,
-        schema=load_schema(schema) if schema is not None else None,
-        before=before,
-        region=region,
-        after=after,
-        warn=lambda line: print(line, file=sys.stderr),
-    )
-
-
 def register(app: typer.Typer) -> None:
     """Add ``cad edit`` to the app."""
-    app.command("edit", cls=CadCommand)(cmd_edit)
+    app.command("edit", cls=CadCommand, short_help="Edit a file as an instruction says.")(cmd_edit)

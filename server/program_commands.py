@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cad.cli_text import CadCommand, plural, writing_stdout
+from cad.cli_text import CadCommand, cli_console, plural, writing_stdout
 from cad.errors import UserError
 from cad.files import MAX_CORPUS_BYTES, MAX_TEXT_BYTES, read_text
 from cad.resolver import analyze_edit, format_program, oracle, parse, resolve
@@ -174,7 +173,7 @@ def cmd_analyze(
             f"{summary[f'{name}_speedup_ceiling']:.2f}x",
         )
     sweep_row = "  ".join(f"m={m}: {v:.1%}" for m, v in summary["sweep_pooled"].items())  # type: ignore[union-attr]
-    console = Console()
+    console = cli_console()
     with writing_stdout():
         console.print(table)
         console.print(f"sub-line pooled coverage by minimum span (tokens): {sweep_row}")
@@ -182,6 +181,10 @@ def cmd_analyze(
 
 def register(app: typer.Typer) -> None:
     """Add the program-language commands to the ``cad`` app."""
-    app.command("oracle", cls=CadCommand)(cmd_oracle)
-    app.command("resolve", cls=CadCommand)(cmd_resolve)
-    app.command("analyze", cls=CadCommand)(cmd_analyze)
+    app.command("oracle", cls=CadCommand, short_help="Print the minimal program for an edit.")(
+        cmd_oracle
+    )
+    app.command("resolve", cls=CadCommand, short_help="Apply a program to a document.")(cmd_resolve)
+    app.command("analyze", cls=CadCommand, short_help="Measure how much of a corpus copies cover.")(
+        cmd_analyze
+    )

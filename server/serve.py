@@ -65,6 +65,7 @@ class Settings:
     maxNewTokens: int = 2048
     mode: str = "auto"
     compile: bool = False
+    graphs: bool = True
     engine: str | None = None
     syntax: str = "auto"
 
@@ -124,9 +125,16 @@ class Settings:
             )
         return int(value)
 
-    def model_key(self) -> tuple[str, str, str, str | None, bool]:
+    def model_key(self) -> tuple[str, str, str, str | None, bool, bool]:
         """What a loaded model depends on; a change means reloading."""
-        return (self.model, self.device, self.dtype, self.adapter, self.compile is True)
+        return (
+            self.model,
+            self.device,
+            self.dtype,
+            self.adapter,
+            self.compile is True,
+            self.graphs is not False,
+        )
 
     def model_name(self) -> str:
         """The model to load: ``model``, else the adapter's base model, else the default."""
@@ -145,7 +153,7 @@ class CadServer:
     running: dict[str, threading.Event] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
     _loaded: Any = None
-    _loaded_key: tuple[str, str, str, str | None, bool] | None = None
+    _loaded_key: tuple[str, str, str, str | None, bool, bool] | None = None
 
     def status(self, state: str, message: str = "") -> None:
         """Tell the editor (status bar) what the server is doing; from the worker thread the
@@ -179,6 +187,7 @@ class CadServer:
                 dtype=self.settings.dtype,
                 adapter=self.settings.adapter,
                 compile=self.settings.compile is True,
+                graphs=None if self.settings.graphs is not False else False,
             )
             self._loaded.warm_up()
             self._loaded_key = key

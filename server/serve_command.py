@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,28 +57,49 @@ def cmd_serve(
     model: Annotated[
         str | None,
         typer.Option(
+            envvar="CAD_MODEL",
             help="Default model (hub id or folder); editor settings win.",
             show_default="the adapter's base model, else the default model",
         ),
     ] = None,
     device: Annotated[
-        str | None, typer.Option(help="Default device: auto, cpu or cuda[:N].")
+        str | None,
+        typer.Option(envvar="CAD_DEVICE", help="Default device: auto, cpu or cuda[:N]."),
     ] = None,
     dtype: Annotated[
-        str | None, typer.Option(help="Default dtype: auto, float32, float16 or bfloat16.")
+        str | None,
+        typer.Option(envvar="CAD_DTYPE", help="Default dtype: auto, float32, float16 or bfloat16."),
     ] = None,
     adapter: Annotated[str | None, typer.Option(help="Default adapter folder (cad train).")] = None,
     compile: Annotated[
         bool | None,
         typer.Option(
             "--compile/--no-compile",
-            help="Default for static KV cache and compiled forwards; --preload compiles them.",
+            help="Default for compiled forwards over the static KV cache; --preload compiles them.",
         ),
     ] = None,
+    no_graphs: Annotated[
+        bool,
+        typer.Option("--no-graphs", help="On a GPU: run forwards eagerly, not as CUDA graphs."),
+    ] = False,
     engine: Annotated[
         str | None,
         typer.Option(help="Decode on the shared engine at this URL (cad-engine) instead."),
     ] = None,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background",
+            help="Start a warm edit server for cad edit in the background (on a local socket, "
+            "or --tcp) and return.",
+        ),
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the warm server --background started.")
+    ] = False,
+    warm_server: Annotated[
+        bool, typer.Option("--warm", hidden=True, help="Run the warm edit server here.")
+    ] = False,
     log_file: Annotated[
         Path | None, typer.Option(help="Write logs here instead of stderr.")
     ] = None,
@@ -89,8 +110,21 @@ def cmd_serve(
     """Run the language server (stdio by default); logs never go to stdout. --model,
     --device, --dtype and --adapter are defaults that the editor's settings override; with
     --preload they name the model loaded before the first request. --engine URL sends edits
-    to a shared engine (cad-engine) instead of decoding in this process."""
+    to a shared engine (cad-engine) instead of decoding in this process. --background starts
+    a warm server that keeps the model loaded for cad edit; --stop stops it."""
     address = parse_address(tcp) if tcp else None
+    defaults = {
+        "model": model,
+        "device": device,
+        "dtype": dtype,
+        "adapter": adapter,
+        "compile": compile,
+        "graphs": False if no_graphs else None,
+        "engine": engine,
+    }
+    if stop or background or warm_server:
+        _warm(address, defaults, preload, stop=stop, background=background, log_file=log_file)
+        return
     if engine is not None:
         from cad.server.remote import EngineError, check_url
 
@@ -103,19 +137,57 @@ def cmd_serve(
     from cad.server.serve import serve
 
     configure_logging(log_file, verbose)
-    defaults = {
-        "model": model,
-        "device": device,
-        "dtype": dtype,
-        "adapter": adapter,
-        "compile": compile,
-        "engine": engine,
-    }
     status = serve(tcp=address, preload=preload, defaults=defaults)
     if status:
         raise typer.Exit(status)
 
 
+def _warm(
+    tcp: tuple[str, int] | None,
+    defaults: dict[str, Any],
+    preload: bool,
+    *,
+    stop: bool,
+    background: bool,
+    log_file: Path | None,
+) -> None:
+    """``--background`` (start a warm server and return), ``--stop``, or ``--warm`` (be the
+    warm server, in this process)."""
+    from cad.server import warm
+
+    if defaults["engine"] is not None:
+        raise UserError("--engine applies to the language server, not to the warm server")
+    if sum((stop, background)) > 1:
+        raise UserError("choose one of --background and --stop")
+    address: str | tuple[str, int] = tcp if tcp is not None else str(warm.default_socket())
+    if stop:
+        try:
+            warm.ask_to_stop(address)
+        except warm.Unreachable:
+            raise UserError(f"no warm server runs at {warm.describe(address)}") from None
+        print(f"stopped the warm server at {warm.describe(address)}", file=sys.stderr)
+        return
+    if background:
+        arguments = [*(["--tcp", warm.describe(address)] if tcp is not None else [])]
+        for name in ("model", "device", "dtype", "adapter"):
+            if defaults[name] is not None:
+                arguments += [f"--{name}", str(defaults[name])]
+        arguments += ["--compile"] if defaults["compile"] else []
+        arguments += ["--no-graphs"] if defaults["graphs"] is False else []
+        arguments += ["--preload"] if preload else []
+        pid = warm.start_background(address, arguments)
+        print(
+            f"warm server ready at {warm.describe(address)} (process {pid}); cad edit decodes "
+            "there until cad serve --stop",
+            file=sys.stderr,
+        )
+        return
+    configure_logging(log_file, verbose=False)
+    warm.run_server(address, warm.ServerDefaults.from_settings(defaults), preload=preload)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``cad serve`` to the app."""
-    app.command("serve", cls=CadCommand)(cmd_serve)
+    app.command(
+        "serve", cls=CadCommand, short_help="Run the language server, or a warm edit server."
+    )(cmd_serve)

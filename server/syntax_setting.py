@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cad.errors import UserError
-from cad.files import read_text
 
 if TYPE_CHECKING:
     from cad.grammar.syntax import SyntaxConstraint
@@ -80,14 +79,14 @@ def choose_language(
     return language_for_path(path) if path else None
 
 
-def load_schema(path: Path) -> Any:
-    """A JSON Schema from a file, read as strictly as the JSON Schema front end reads one
-    (nesting depth, number sizes); a bad file is a one-line error."""
+def parse_schema(path: Path, text: str) -> Any:
+    """The JSON Schema ``text`` read from ``path``, read as strictly as the JSON Schema front
+    end reads one (nesting depth, number sizes); a bad file is a one-line error naming it."""
     from cad.grammar.cfg import GrammarError
     from cad.grammar.cfg.json_schema import load_schema_text
 
     try:
-        return load_schema_text(read_text(path))
+        return load_schema_text(text)
     except GrammarError as exc:
         raise UserError(f"--schema {path}: {exc}") from None
 

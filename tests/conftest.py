@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cad.selector.draft_config import DraftConfig
+from cad.training.datasets import HUMANEVALPACK
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,7 +34,8 @@ SMALL_DRAFTS = DraftConfig(
 
 def heval_pairs(language: str) -> list[tuple[str, str]]:
     """(buggy, fixed) documents of HumanEvalPack-Fix for ``python`` or ``js``."""
-    rows = [json.loads(line) for line in (FIXTURES / "humanevalpack" / f"{language}.jsonl").open()]
+    path = Path(str(HUMANEVALPACK.joinpath(f"{language}.jsonl")))
+    rows = [json.loads(line) for line in path.open()]
     return [
         (row["declaration"] + row["buggy_solution"], row["declaration"] + row["canonical_solution"])
         for row in rows

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cad.cli_text import CadCommand
+from cad.cli_text import CadCommand, cli_console
 from cad.errors import UserError
 from cad.files import write_atomic
 from cad.training.datasets import EditExample, load_edits, split_by_id
@@ -71,7 +71,6 @@ def _encoder(tokenizer: str, model: str, device: str, dtype: str) -> tuple[Any, 
 def run(options: Options) -> str:
     """Trace every edit of the corpora, calibrate, write the configuration atomically, and
     return a one-line summary."""
-    from rich.console import Console
     from rich.progress import Progress
 
     from cad.grammar import ProgramTokenIndex
@@ -96,7 +95,7 @@ def run(options: Options) -> str:
         return tokenizer.encode(text, add_special_tokens=False)
 
     traces, used, kept_edits = [], [], []
-    console = Console(stderr=True)
+    console = cli_console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         for name, examples in corpora.items():
             kept = 0
@@ -217,4 +216,6 @@ def cmd_calibrate(
 
 def register(app: typer.Typer) -> None:
     """Add ``cad calibrate`` to the app."""
-    app.command("calibrate", cls=CadCommand)(cmd_calibrate)
+    app.command(
+        "calibrate", cls=CadCommand, short_help="Calibrate the draft graphs of rewrite mode."
+    )(cmd_calibrate)

@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cad.cli_text import CadCommand, plural
+from cad.cli_text import CadCommand, cli_console, plural
 from cad.errors import UserError
 from cad.training.datasets import EditExample, load_edits, select_split
 
-stderr = Console(stderr=True, highlight=False)
+stderr = cli_console(stderr=True)
 DATA_HELP = "A JSONL edit file ({id?, instruction, before, after}), or heval-python / heval-js."
 
 
@@ -194,11 +193,17 @@ def cmd_eval(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Budget per edit.")] = 1024,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
-    ar: Annotated[bool, typer.Option(help="Also time AR regeneration of each gold file.")] = True,
+    ar: Annotated[
+        bool, typer.Option(help="Also time AR regeneration of the gold file of each exact edit.")
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rows: Annotated[bool, typer.Option(help="With --json: include per-edit rows.")] = False,
     compile: Annotated[
-        bool, typer.Option("--compile", help="Static KV cache and compiled forwards.")
+        bool, typer.Option("--compile", help="Compiled forwards over the static KV cache.")
+    ] = False,
+    no_graphs: Annotated[
+        bool,
+        typer.Option("--no-graphs", help="On a GPU: run forwards eagerly, not as CUDA graphs."),
     ] = False,
 ) -> None:
     """Score a span selector on an edit set, or oracle programs under span noise.
@@ -231,6 +236,7 @@ def cmd_eval(
         as_json,
         rows,
         compile=compile,
+        graphs=not no_graphs,
     )
 
 
@@ -264,7 +270,7 @@ def _perturbation(
             f"{result.start_acc:.2%}",
             f"{result.end_acc:.2%}",
         )
-    Console().print(table)
+    cli_console().print(table)
 
 
 def _model_eval(
@@ -280,9 +286,11 @@ def _model_eval(
     rows: bool,
     *,
     compile: bool = False,
+    graphs: bool = True,
 ) -> None:
     from cad.selector import Cancelled, Decoder, ModelLoadError, load_model
     from cad.selector.adapters import AdapterBaseMismatch, choose_model
+    from cad.selector.first_use import first_use_notice
     from cad.training.evaluate import evaluate
 
     try:
@@ -294,11 +302,14 @@ def _model_eval(
                 dtype=dtype,
                 adapter=str(adapter) if adapter else None,
                 compile=compile,
+                graphs=None if graphs else False,
             )
     except AdapterBaseMismatch as exc:
         raise UserError(f"{exc}; leave out --model to run it on {exc.base}") from None
     except ModelLoadError as exc:
         raise UserError(str(exc)) from None
+    if notice := first_use_notice(loaded):
+        stderr.print(f"note: {notice}")
     decoder = Decoder(loaded, max_new_tokens=max_new_tokens, subline=subline)
     with counting_bar("evaluating") as bar:
         task = bar.add_task("eval", total=len(edits), status="")
@@ -334,10 +345,14 @@ def _model_eval(
         if report.ar_wall_s is not None and report.speedup is not None:
             table.add_row(f"AR regeneration ({over})", f"{report.ar_wall_s:.3f}s")
             table.add_row(f"speed-up vs AR ({over})", f"{report.speedup:.2f}×")
-    Console().print(table)
+    cli_console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``eval`` to the ``cad`` app."""
-    app.command("train", cls=CadCommand)(cmd_train)
-    app.command("eval", cls=CadCommand)(cmd_eval)
+    app.command("train", cls=CadCommand, short_help="Train a span selector (LoRA or QLoRA).")(
+        cmd_train
+    )
+    app.command("eval", cls=CadCommand, short_help="Score a span selector on an edit set.")(
+        cmd_eval
+    )

@@ -20,13 +20,16 @@ data_app = typer.Typer(
 )
 
 
-@data_app.command("synth", cls=CadCommand)
+@data_app.command("synth", cls=CadCommand, short_help="Synthetic edits of real code.")
 def cmd_synth(
     src: Annotated[
         list[Path] | None,
         typer.Argument(help="Python / JavaScript files or folders (searched recursively)."),
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="The JSONL file to write.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="The JSONL file to write (required, except with --list-families)."),
+    ] = None,
     per_file: Annotated[int, typer.Option(min=1, help="Edits drawn from each file.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the random choices.")] = 0,
     family: Annotated[
@@ -63,7 +66,7 @@ def cmd_synth(
     print(f"wrote {plural(len(edits), 'edit')} to {out} ({parts})", file=sys.stderr)
 
 
-@data_app.command("git", cls=CadCommand)
+@data_app.command("git", cls=CadCommand, short_help="Edits from single-file git commits.")
 def cmd_git(
     repo: Annotated[Path, typer.Argument(help="A git repository (work tree or bare).")],
     out: Annotated[Path, typer.Option(help="The JSONL file to write.")],
@@ -104,4 +107,4 @@ def _write(out: Path, examples: list[EditExample]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``data`` command group (``synth``, ``git``) to the ``cad`` app."""
-    app.add_typer(data_app, name="data")
+    app.add_typer(data_app, name="data", short_help="Build edit datasets (synthetic, git).")

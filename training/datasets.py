@@ -11,11 +11,14 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 
 from cad.files import write_atomic
 
-HUMANEVALPACK = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "humanevalpack"
+HUMANEVALPACK = resources.files("cad.training").joinpath("data", "humanevalpack")
+"""The HumanEvalPack-Fix copies shipped in the package (``data/PROVENANCE.md`` says where
+they come from)."""
 HUMANEVALPACK_LANGUAGES = ("python", "js")
 HEVAL_INSTRUCTION = "Fix the bug in {entry_point}."
 FIELDS = ("instruction", "before", "after")
@@ -101,10 +104,10 @@ def load_humanevalpack(path_or_language: str | Path) -> list[EditExample]:
     """HumanEvalPack-Fix as edits: ``declaration + buggy_solution`` becomes ``declaration +
     canonical_solution``, id = ``task_id``, instruction ``Fix the bug in <entry_point>.``.
 
-    ``path_or_language`` is ``python`` or ``js`` (the copies in ``tests/fixtures``) or the path
-    of a ``humanevalpack.jsonl`` file of the same format."""
+    ``path_or_language`` is ``python`` or ``js`` (the copies shipped in the package) or the
+    path of a ``humanevalpack.jsonl`` file of the same format."""
     if str(path_or_language) in HUMANEVALPACK_LANGUAGES:
-        path = HUMANEVALPACK / f"{path_or_language}.jsonl"
+        path = Path(str(HUMANEVALPACK.joinpath(f"{path_or_language}.jsonl")))
     else:
         path = Path(path_or_language)
     if not path.is_file():

@@ -82,7 +82,8 @@ def output_tokens(loaded: LoadedModel, program: Program, document: Document) -> 
 def score_edit(
     decoder: Decoder, edit: EditExample, *, baseline: bool, cancel: threading.Event | None
 ) -> EditScore:
-    """Decode ``edit`` with ``decoder`` and score it (AR regeneration too when ``baseline``).
+    """Decode ``edit`` with ``decoder`` and score it; with ``baseline``, an exact edit is also
+    regenerated with AR (the speed of a wrong edit is not reported, so neither is its AR time).
     An edit too long for the model's context scores as invalid."""
     reference = oracle(edit.before, edit.after, granularity="line")
     endpoints = Endpoints()
@@ -96,12 +97,13 @@ def score_edit(
     copied, total = (0, 0)
     if valid and result.program is not None:
         copied, total = output_tokens(decoder.loaded, result.program, Document(edit.before))
+    exact = valid and result.text == edit.after
     ar_wall = None
-    if baseline:
+    if baseline and exact:  # only exact edits are timed, so only they need the AR baseline
         ar_wall = regenerate(decoder.loaded, edit.before, edit.instruction, edit.after).stats.wall_s
     return EditScore(
         id=edit.id,
-        exact=valid and result.text == edit.after,
+        exact=exact,
         valid=valid,
         start_hits=endpoints.start_hits,
         end_hits=endpoints.end_hits,

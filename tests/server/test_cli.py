@@ -50,6 +50,8 @@ def test_help_names_every_option_whole_and_arguments_plainly(path: str) -> None:
     assert usage.startswith(f"Usage: cad {path} [OPTIONS]"), usage
     assert "{" not in usage and "<bool>" not in text and "…" not in text
     for parameter in commands()[path].params:
+        if getattr(parameter, "hidden", False):
+            continue
         if parameter.param_type_name == "argument":
             assert (parameter.metavar or parameter.name or "").upper() in usage
         for name in [*parameter.opts, *parameter.secondary_opts]:

@@ -87,7 +87,7 @@ CASES = [
     # --baseline, --target, --write / --stdout / --diff, --stats-json
     edit("baseline", "Invalid value for '--baseline'", "--baseline", HUGE),
     edit("target fifo", "fifo: not a regular file", "--baseline", "ar", "--target", "fifo"),
-    edit("write and stdout", "choose one of --write, --stdout and --diff", "--write", "--stdout"),
+    edit("write and stdout", "choose one of --write, --stdout, --diff and --json", "--write", "--stdout"),
     edit("stats /dev/full", "/dev/full: not a regular file", "--stats-json", "/dev/full"),
     edit("stats folder", "folder: not a regular file", "--stats-json", "folder"),
     # --grammar, --grammar-format, --ignore-unsupported

@@ -24,7 +24,7 @@ def test_edit_with_compile_runs_the_compiled_runtime(tmp_path: Path, monkeypatch
     (tmp_path / "fix.program").write_text(format(oracle(BEFORE, AFTER)))
     forwards: list[str] = []
 
-    def enable(loaded) -> None:
+    def enable(loaded, graphs=None) -> None:
         # aot_eager: the same capture as inductor, without tens of seconds of C++ compiling
         runtime = install(loaded.model, loaded.device, backend="aot_eager")
         append, verify = runtime.append, runtime.verify_tree
@@ -48,8 +48,9 @@ def test_edit_with_compile_runs_the_compiled_runtime(tmp_path: Path, monkeypatch
     main()
     assert (tmp_path / "mean.py").read_text() == AFTER
     stats = json.loads((tmp_path / "stats.json").read_text())
-    # every forward (the prompt's included) went through the compiled runtime
-    assert len(forwards) == stats["forwards"] + 1
+    # every forward (the prompt's included, in bucket-sized pieces) went through the
+    # compiled runtime
+    assert len(forwards) >= stats["forwards"] + 1
 
 
 def test_the_compile_setting_reloads_the_model() -> None:

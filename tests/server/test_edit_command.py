@@ -142,7 +142,7 @@ def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> N
         (["edit", "mean.py", "--instr", "x", "--baseline", "ar"], "--target"),
         (
             ["edit", "mean.py", "--instr", "x", "--write", "--stdout"],
-            "choose one of --write, --stdout and --diff",
+            "choose one of --write, --stdout, --diff and --json",
         ),
         (["edit", "mean.py", "--instr", "x", "--model", "./no-model-here"], "does not exist"),
         (
@@ -327,7 +327,7 @@ def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
         (["--lines", "3-9"], "the file has 4 lines"),
         (["--mode", "rewrite", "--lines", "4-2"], "--lines 4-2: the range is reversed; write 2-4"),
         (["--mode", "rewrite", "--subline"], "--subline applies to program mode"),
-        (["--stdout", "--diff"], "choose one of --write, --stdout and --diff"),
+        (["--stdout", "--diff"], "choose one of --write, --stdout, --diff and --json"),
         (["--target", "fix.program"], "--target applies to --baseline"),
         (["--grammar", "g.ebnf", "--baseline", "ar"], "choose one of --grammar and --baseline"),
         (["--lines", "two"], "expected I-J"),
