@@ -50,6 +50,21 @@ def test_forced_oracle_decoding_scores_perfectly(tiny_qwen, monkeypatch) -> None
     assert report.to_dict()["n"] == 2 and "rows" not in report.to_dict()
 
 
+def test_only_exact_edits_are_regenerated_for_the_ar_timing(tiny_qwen, monkeypatch) -> None:
+    from cad.training import evaluate as evaluation
+
+    regenerated: list[str] = []
+    regenerate = evaluation.regenerate
+
+    def counting(loaded, before, instruction, after):
+        regenerated.append(instruction)
+        return regenerate(loaded, before, instruction, after)
+
+    monkeypatch.setattr(evaluation, "regenerate", counting)
+    report = evaluate(Decoder(tiny_qwen, max_new_tokens=24), EDITS, baseline=True)
+    assert report.em == 0 and regenerated == [] and report.ar_wall_s is None
+
+
 def test_an_untrained_model_scores_within_bounds(tiny_qwen) -> None:
     report = evaluate(Decoder(tiny_qwen, max_new_tokens=24), EDITS)
     assert report.n == 2 and report.em == 0
