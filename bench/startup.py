@@ -7,7 +7,9 @@ where the time goes.
 The edit follows a given program (forced-program mode), so its decoding is the same in every
 run; the file is Python, so ``cad edit`` holds it to the Python grammar (``--syntax auto``).
 "Cold" runs get an empty ``CAD_CACHE_DIR`` (the program token index and the Python syntax
-tables are built); "warm" runs reuse the ones the first run stored.
+tables are built); "warm" runs reuse the ones the first run stored. With ``--warm-server`` the
+same edits also run through a warm server (``cad serve --background --preload``, started once
+and given one edit before the timed ones), as a script applying many edits would.
 """
 
 from __future__ import annotations
@@ -76,8 +78,25 @@ def cad_edit(model: Path, file: Path, program: Path, cache: Path, extra: list[st
     return elapsed
 
 
-def run(runs: int, extra: list[str]) -> dict:
-    """Cold and warm start-to-finish times and one phase breakdown."""
+def warm_server_runs(model: Path, file: Path, program: Path, cache: Path, runs: int) -> list[float]:
+    """Start-to-finish seconds of ``runs`` edits through a warm server on ``cache``'s socket
+    (started, preloaded and given one edit first; stopped afterwards)."""
+    env = {**os.environ, "CAD_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    cad = [sys.executable, "-c", "from cad.server.cli import main; main()"]
+    subprocess.run(
+        [*cad, "serve", "--background", "--model", str(model), "--device", "cpu", "--preload"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        cad_edit(model, file, program, cache, [])
+        return [cad_edit(model, file, program, cache, []) for _ in range(runs)]
+    finally:
+        subprocess.run([*cad, "serve", "--stop"], env=env, check=False, capture_output=True)
+
+
+def run(runs: int, extra: list[str], warm_server: bool = False) -> dict:
+    """Cold and warm start-to-finish times, through a warm server too when asked, and one
+    phase breakdown."""
     work = Path(tempfile.mkdtemp(prefix="cad-startup-"))
     try:
         model = tiny_model(work / "model")
@@ -89,6 +108,11 @@ def run(runs: int, extra: list[str]) -> dict:
             cache = work / f"cache-{attempt}"
             cold.append(cad_edit(model, file, program, cache, extra))
             warm.append(cad_edit(model, file, program, cache, extra))
+        served = (
+            warm_server_runs(model, file, program, work / "cache-served", runs)
+            if warm_server
+            else []
+        )
         phases = subprocess.run(
             [sys.executable, "-c", PHASES, str(model), str(file), str(program)],
             env={**os.environ, "CAD_CACHE_DIR": str(work / "cache-phases")},
@@ -107,6 +131,8 @@ def run(runs: int, extra: list[str]) -> dict:
         "warm_s": statistics.median(warm),
         "cold_all_s": cold,
         "warm_all_s": warm,
+        "served_s": statistics.median(served) if served else None,
+        "served_all_s": served,
         "phases_s": breakdown,
     }
 
@@ -120,6 +146,13 @@ def markdown(result: dict) -> str:
         f"{result['runs']} runs: {result['cold_s']:.2f} s with the program token index and the "
         f"Python syntax tables built, {result['warm_s']:.2f} s with them cached. Phases of one "
         f"cold run: {phases}.\n"
+        + (
+            f"Through a warm server (`cad serve --background --preload`): "
+            f"{result['served_s']:.2f} s (runs: "
+            f"{', '.join(f'{value:.2f}' for value in result['served_all_s'])}).\n"
+            if result.get("served_s") is not None
+            else ""
+        )
     )
 
 
@@ -130,10 +163,13 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--compile", action="store_true", help="run cad edit --compile")
+    parser.add_argument(
+        "--warm-server", action="store_true", help="also time edits through a warm server"
+    )
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.runs, ["--compile"] if args.compile else [])
+    result = run(args.runs, ["--compile"] if args.compile else [], warm_server=args.warm_server)
     if args.out_json:
         args.out_json.write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result)
