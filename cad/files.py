@@ -30,6 +30,9 @@ its new ones:
   thread that a signal ends relies on the sweep below.
 * A temporary file that a killed writer left behind is removed by the next write in its
   folder.
+
+``write_files_atomic`` writes several files all or none: it stages every new text beside its
+file, commits with a record of the write, then renames (details in its description).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -571,10 +574,6 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
-def _raise_stopped(signum: int, frame: FrameType | None) -> NoReturn:
-    raise _Stopped(signum)
-
-
 class _StopSignals:
     """Holds SIGINT and SIGTERM back for a ``with`` block and lets them through only inside
     ``let_through()``, where whatever the write created can still be removed. There a signal
@@ -582,29 +581,49 @@ class _StopSignals:
     ``KeyboardInterrupt``, the command line's ``Terminated``); a signal whose action is to end
     the process raises ``_Stopped`` for the length of the block and is sent again when it
     ends, once the files are removed, so the process still ends with that signal's status.
-    A signal that arrives while held is delivered when the block ends."""
+    A signal that arrives while held is delivered when the block ends.
+
+    The signals are blocked in the calling thread, and in the main thread a handler of the
+    block's own stands in for the caller's: the kernel may hand a process-wide signal to any
+    thread that has it unblocked (a library's worker thread), and Python then runs the
+    handler in the main thread regardless of its mask. While held, that handler only notes
+    the signal."""
 
     def __init__(self) -> None:
         self._outer: set[signal.Signals] = set()
-        self._replaced: list[signal.Signals] = []
+        self._handlers: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
+        self._held: list[int] = []
+        self._open = False
 
     def __enter__(self) -> _StopSignals:
         self._outer = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         if threading.current_thread() is threading.main_thread():
             for signum in _STOP_SIGNALS:
-                if signal.getsignal(signum) == signal.SIG_DFL:
-                    signal.signal(signum, _raise_stopped)
-                    self._replaced.append(signum)
+                self._handlers[signum] = signal.getsignal(signum)
+                signal.signal(signum, self._arrived)
         return self
+
+    def _arrived(self, signum: int, frame: FrameType | None) -> None:
+        """Note a held signal; one let through acts as the caller's handler would."""
+        if not self._open:
+            self._held.append(signum)
+            return
+        handler = self._handlers[signum]
+        if handler == signal.SIG_DFL:
+            raise _Stopped(signum)
+        if callable(handler):
+            handler(signum, frame)
 
     @contextlib.contextmanager
     def let_through(self) -> Iterator[None]:
         """Let the signals through (as the caller had them) for the ``with`` block."""
+        self._open = True
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._outer)
             yield
         finally:
             signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            self._open = False
 
     def __exit__(
         self,
@@ -612,11 +631,13 @@ class _StopSignals:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        for signum in self._replaced:
-            signal.signal(signum, signal.SIG_DFL)
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
         if isinstance(error, _Stopped):
             signal.raise_signal(error.signum)
         signal.pthread_sigmask(signal.SIG_SETMASK, self._outer)
+        for signum in dict.fromkeys(self._held):
+            signal.raise_signal(signum)
 
 
 def _sync_folder(folder: Path) -> None:
@@ -675,3 +696,325 @@ def _running(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+STAGE_SUFFIX = ".cad-stage"
+BACKUP_SUFFIX = ".cad-old"
+RECORD_SUFFIX = ".cad-files"
+_RECORD_FORMAT = 1
+_RECORD_NAME = re.compile(rf"\.cad\.(\d+)\.[0-9a-f]+{re.escape(RECORD_SUFFIX)}")
+_STAGED_NAME = re.compile(
+    rf"\..+\.(\d+)\.[A-Za-z0-9_]+(?:{re.escape(STAGE_SUFFIX)}|{re.escape(BACKUP_SUFFIX)})"
+)
+_IN_FLIGHT: set[str] = set()
+"""Names of the staged files, backups and records of this process's writes of several files
+now under way, which a sweep in this process must leave alone."""
+
+
+@dataclass
+class _Entry:
+    """One file of a write of several files: the path the caller named, its ``target``
+    (links resolved), its new bytes (``None``: delete it), its status before (``None``: a
+    new file), and the staged file and backup link the write makes for it."""
+
+    path: Path
+    target: Path
+    data: bytes | None
+    info: os.stat_result | None
+    staged: Path | None = None
+    backup: Path | None = None
+    applied: bool = False
+
+
+def write_files_atomic(changes: Mapping[Path, str | None]) -> None:
+    """Write several files all or none: each path gets its text in UTF-8, or is deleted
+    when its text is ``None``. Every new text is first staged beside its file
+    (``.NAME.PID.XXXXXXXX.cad-stage``, with the file's owner, mode and extended attributes,
+    flushed to disk) and every existing file kept as a hard link (``.cad-old``); then a
+    record of the write (``.cad.PID.XXXXXXXXXXXXXXXX.cad-files``) goes into every folder,
+    the one in the first folder last: that is the commit. Only then are the staged files
+    renamed over their files and the deleted ones removed.
+
+    An error before the commit, or SIGINT or SIGTERM, leaves every file as it was and
+    removes what was staged; one after it waits until every file is written. When a rename
+    fails, the files already renamed are put back from their backups. A process killed
+    after the commit leaves its record: the next write of several files in any of its
+    folders (or ``finish_stopped_file_writes``) carries it to its end, and one killed
+    before the commit has its staged files removed, so the files are all old or all new.
+    Files with several hard links, whose owner a rename would change, or in a folder that
+    does not exist are refused before anything is written (``UserError``)."""
+    named = [(Path(path), Path(os.path.realpath(path))) for path in changes]
+    if len({target for _, target in named}) != len(named):
+        raise UserError("two of the paths name the same file; nothing was written")
+    for path, target in named:
+        _tidy_folder(target, path)
+    for folder in sorted({target.parent for _, target in named}):
+        finish_stopped_file_writes(folder)
+    entries = [_plan_entry(path, target, changes[path]) for path, target in named]
+    if not entries:
+        return
+    records: list[Path] = []
+    with _StopSignals() as stops:
+        try:
+            for entry in entries:
+                _stage(entry, stops)
+            _write_records(entries, records)
+        except BaseException:
+            _discard(entries, records)
+            raise
+        _apply(entries, records)
+
+
+def _plan_entry(path: Path, target: Path, text: str | None) -> _Entry:
+    """Check one file of a write of several files before anything is written."""
+    info = _existing(target, path)
+    if text is None and info is None:
+        raise UserError(f"{path}: no such file to delete; nothing was written")
+    if info is None and not target.parent.is_dir():
+        raise UserError(f"{path}: folder {target.parent} does not exist; nothing was written")
+    if text is not None and info is not None and info.st_nlink > 1:
+        raise UserError(
+            f"{path}: the file has {info.st_nlink} hard links, which a write of several files "
+            "would split; write it on its own; nothing was written"
+        )
+    return _Entry(path, target, None if text is None else text.encode("utf-8"), info)
+
+
+def _fail(path: Path, exc: OSError) -> UserError:
+    return UserError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written")
+
+
+def _stage(entry: _Entry, stops: _StopSignals) -> None:
+    """Keep the old file as a backup link and write the new bytes to a staged file beside
+    it (created with the signals held, filled while they may stop the write)."""
+    try:
+        if entry.info is not None:
+            entry.backup = _link_backup(entry.target)
+        if entry.data is None:
+            return
+        fd, name = tempfile.mkstemp(
+            prefix=f".{entry.target.name}.{os.getpid()}.", suffix=STAGE_SUFFIX,
+            dir=entry.target.parent,
+        )  # fmt: skip
+        entry.staged = Path(name)
+        _IN_FLIGHT.add(entry.staged.name)
+        try:
+            with stops.let_through():
+                _fill(fd, entry.data, entry.target, entry.info)
+        finally:
+            os.close(fd)
+    except _OwnerNotKept:
+        raise UserError(
+            f"{entry.path}: a rename would change the file's owner, which a write of several "
+            "files needs; write it on its own; nothing was written"
+        ) from None
+    except OSError as exc:
+        raise _fail(entry.path, exc) from None
+
+
+def _fill(fd: int, data: bytes, target: Path, info: os.stat_result | None) -> None:
+    """Write a staged file's bytes and give it its file's owner, mode and extended
+    attributes (a new file's mode from the umask), flushed to disk."""
+    _write_all(fd, data)
+    if info is None:
+        os.fchmod(fd, 0o666 & ~_umask())
+    else:
+        _keep_owner(fd, info)
+        os.fchmod(fd, stat.S_IMODE(info.st_mode))
+        _copy_xattrs(target, fd)
+    os.fsync(fd)
+
+
+def _link_backup(target: Path) -> Path:
+    """A new hard link to ``target`` beside it, ``.NAME.PID.XXXXXXXX.cad-old``."""
+    while True:
+        name = f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}{BACKUP_SUFFIX}"
+        backup = target.parent / name
+        try:
+            os.link(target, backup)
+        except FileExistsError:
+            continue
+        _IN_FLIGHT.add(name)
+        return backup
+
+
+def _write_records(entries: list[_Entry], records: list[Path]) -> None:
+    """Put the record of the write into every folder it writes in, the first folder's
+    last (the commit); each copy is whole before it has its name."""
+    folders = sorted({entry.target.parent for entry in entries})
+    name = f".cad.{os.getpid()}.{os.urandom(8).hex()}{RECORD_SUFFIX}"
+    copies = [folder / name for folder in folders]
+    record = {
+        "format": _RECORD_FORMAT,
+        "primary": str(copies[0]),
+        "copies": [str(copy) for copy in copies],
+        "entries": [
+            {
+                "target": str(entry.target),
+                "staged": None if entry.staged is None else str(entry.staged),
+                "backup": None if entry.backup is None else str(entry.backup),
+            }
+            for entry in entries
+        ],
+    }
+    data = json.dumps(record).encode()
+    _IN_FLIGHT.add(name)
+    for copy in [*copies[1:], copies[0]]:
+        try:
+            _place_record(copy, data)
+        except OSError as exc:
+            _IN_FLIGHT.discard(name)
+            raise UserError(
+                f"{copy.parent}: cannot write ({exc.strerror or exc}); nothing was written"
+            ) from None
+        except BaseException:
+            _IN_FLIGHT.discard(name)
+            raise
+        records.append(copy)
+
+
+def _place_record(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, flush it, and rename it to
+    ``path``."""
+    fd, name = tempfile.mkstemp(prefix=f".cad.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(name, path)
+    except BaseException:
+        _remove(Path(name))
+        raise
+    _sync_folder(path.parent)
+
+
+def _discard(entries: list[_Entry], records: list[Path]) -> None:
+    """Undo a write stopped before its commit: remove its records, staged files and
+    backups."""
+    for record in records:
+        _remove(record)
+    for entry in entries:
+        for made in (entry.staged, entry.backup):
+            if made is not None:
+                _remove(made)
+                _IN_FLIGHT.discard(made.name)
+    if records:
+        _IN_FLIGHT.discard(records[0].name)
+
+
+def _apply(entries: list[_Entry], records: list[Path]) -> None:
+    """After the commit: rename every staged file over its file and remove the deleted
+    ones; then remove the backups and the records. A rename that fails puts the files
+    already written back."""
+    try:
+        for entry in entries:
+            if entry.staged is None:
+                os.unlink(entry.target)
+            else:
+                os.replace(entry.staged, entry.target)
+            entry.applied = True
+            _COMPLETED.append(entry.target)
+    except OSError as exc:
+        _roll_back(entries, records, exc)
+    for folder in sorted({entry.target.parent for entry in entries}):
+        _sync_folder(folder)
+    _end_write(entries, records)
+
+
+def _end_write(entries: list[_Entry], records: list[Path]) -> None:
+    """Remove a finished write's backups, then its records (the commit's last)."""
+    for entry in entries:
+        if entry.backup is not None:
+            _remove(entry.backup)
+            _IN_FLIGHT.discard(entry.backup.name)
+        if entry.staged is not None:
+            _IN_FLIGHT.discard(entry.staged.name)
+    for record in records:  # the first folder's, the commit, last
+        _remove(record)
+    if records:
+        _IN_FLIGHT.discard(records[0].name)
+
+
+def _roll_back(entries: list[_Entry], records: list[Path], exc: OSError) -> NoReturn:
+    """Put back the files a failed write already renamed or removed, from their backups,
+    remove what it staged and its records, and raise the ``UserError`` that says so."""
+    failed = next(entry for entry in entries if not entry.applied)
+    applied = [entry for entry in entries if entry.applied]
+    try:
+        for entry in reversed(applied):
+            if entry.backup is not None:
+                os.replace(entry.backup, entry.target)
+            else:
+                os.unlink(entry.target)
+    except OSError as undo:
+        for record in records:
+            _remove(record)
+        raise UserError(
+            f"{failed.path}: cannot write ({exc.strerror or exc}), and putting back the files "
+            f"written before it failed ({undo.strerror or undo}); their old bytes are in the "
+            f"{BACKUP_SUFFIX} files beside them"
+        ) from None
+    if applied:
+        del _COMPLETED[-len(applied) :]
+    _discard(entries, [])
+    _end_write(entries, records)
+    raise _fail(failed.path, exc) from None
+
+
+def finish_stopped_file_writes(folder: Path) -> None:
+    """Carry a killed process's writes of several files with a record in ``folder`` to an
+    end: a committed one (its first folder's record is there) is finished, renaming its
+    staged files over their files and removing its deleted files; one stopped before its
+    commit is undone. Then staged files and backups of processes that are gone are
+    removed. A damaged record is left as it is."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = _RECORD_NAME.fullmatch(name)
+        if match is not None and _writer_gone(int(match.group(1)), name):
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                _recover(folder / name)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            match = _STAGED_NAME.fullmatch(name)
+            if match is not None and _writer_gone(int(match.group(1)), name):
+                _remove(folder / name)
+
+
+def _writer_gone(pid: int, name: str) -> bool:
+    """Whether the process that made the file ``name`` has stopped: another process that
+    no longer runs, or this one when the file is not part of a write under way."""
+    if pid == os.getpid():
+        return name not in _IN_FLIGHT
+    return not _running(pid)
+
+
+def _recover(record_path: Path) -> None:
+    """Finish or undo the write ``record_path`` records (see
+    ``finish_stopped_file_writes``)."""
+    record = json.loads(record_path.read_bytes())
+    if record["format"] != _RECORD_FORMAT:
+        return
+    entries = record["entries"]
+    copies = [Path(copy) for copy in record["copies"]]
+    committed = os.path.lexists(record["primary"])
+    with _StopSignals():
+        for entry in entries:
+            staged, backup, target = entry["staged"], entry["backup"], entry["target"]
+            if committed and staged is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(target)
+            elif committed and os.path.lexists(staged):
+                os.replace(staged, target)
+            elif staged is not None:
+                _remove(Path(staged))
+            if backup is not None:
+                _remove(Path(backup))
+        for folder in sorted({Path(entry["target"]).parent for entry in entries}):
+            _sync_folder(folder)
+        for copy in [*copies[1:], *copies[:1]]:
+            _remove(copy)

@@ -25,7 +25,8 @@ def token_pieces(text: str, offsets: Sequence[tuple[int, int]]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def _units(text: str, granularity: Granularity, pieces: Pieces | None) -> list[str]:
+def oracle_units(text: str, granularity: Granularity, pieces: Pieces | None) -> list[str]:
+    """The units the oracle covers ``text`` with: lines, characters, or token pieces."""
     if granularity == "line":
         return split_lines(text)
     if pieces is None:
@@ -33,7 +34,8 @@ def _units(text: str, granularity: Granularity, pieces: Pieces | None) -> list[s
     return token_pieces(text, pieces(text))
 
 
-def _line_costs(after: str, lines: list[str], pieces: Pieces | None) -> list[int]:
+def line_costs(after: str, lines: list[str], pieces: Pieces | None) -> list[int]:
+    """What generating each line of ``after`` costs: its characters, or its tokens."""
     if pieces is None:
         return [len(line) for line in lines]
     doc = Document(after)
@@ -44,7 +46,11 @@ def _line_costs(after: str, lines: list[str], pieces: Pieces | None) -> list[int
     return costs
 
 
-def _copy_op(before: Document, start: int, end: int, granularity: Granularity) -> Op:
+def copy_op(
+    before: Document, start: int, end: int, granularity: Granularity
+) -> CopyLines | CopySpan:
+    """The copy of characters ``[start, end)`` of ``before``: whole lines where it starts
+    and ends on line starts (always, for ``line``), else a span."""
     if granularity == "line" or (before.is_line_start(start) and before.is_line_start(end)):
         first = before.position(start)[0]
         last = before.position(end - 1)[0]
@@ -71,9 +77,9 @@ def oracle(
     """
     if granularity not in ("line", "subline"):
         raise ValueError(f"granularity must be 'line' or 'subline', not {granularity!r}")
-    source = _units(before, granularity, pieces)
-    target = _units(after, granularity, pieces)
-    costs = _line_costs(after, target, pieces) if granularity == "line" else None
+    source = oracle_units(before, granularity, pieces)
+    target = oracle_units(after, granularity, pieces)
+    costs = line_costs(after, target, pieces) if granularity == "line" else None
     segments = minimal_cover(source, target, costs=costs, min_copy=min_copy)
 
     source_starts = [0]
@@ -85,7 +91,7 @@ def oracle(
         if isinstance(segment, CopySegment):
             start = source_starts[segment.source_start]
             end = source_starts[segment.source_start + segment.length]
-            ops.append(_copy_op(before_doc, start, end, granularity))
+            ops.append(copy_op(before_doc, start, end, granularity))
         else:
             text = "".join(target[segment.target_start : segment.target_start + segment.length])
             ops.append(Gen(text))

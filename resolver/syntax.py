@@ -18,8 +18,11 @@ import re
 
 from cad.resolver.program import CopyLines, CopySpan, Gen, Op, Program, ProgramError
 
-COPY_LINES_OPEN = '<copy lines="'
-COPY_SPAN_OPEN = '<copy span="'
+COPY_OPEN = "<copy"
+LINES_ATTRIBUTE = ' lines="'
+SPAN_ATTRIBUTE = ' span="'
+COPY_LINES_OPEN = COPY_OPEN + LINES_ATTRIBUTE
+COPY_SPAN_OPEN = COPY_OPEN + SPAN_ATTRIBUTE
 COPY_CLOSE = '"/>'
 GEN_OPEN = "<gen>"
 GEN_CLOSE = "</gen>"
@@ -68,9 +71,13 @@ def _describe(text: str, pos: int) -> str:
 
 
 class _Parser:
+    """A recursive-descent parser over ``text`` from ``pos``; ``closer`` is the tag that ends
+    the ops being read (named in errors)."""
+
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.closer = PROGRAM_END
 
     def error(
         self, expected: str, pos: int | None = None, found: str | None = None
@@ -106,8 +113,25 @@ class _Parser:
 
     def op(self) -> Op:
         start = self.pos
-        if self.text.startswith(COPY_LINES_OPEN, self.pos):
-            self.pos += len(COPY_LINES_OPEN)
+        if self.text.startswith(COPY_LINES_OPEN, self.pos) or self.text.startswith(
+            COPY_SPAN_OPEN, self.pos
+        ):
+            self.pos += len(COPY_OPEN)
+            return self.copy_range(start)
+        if self.text.startswith(GEN_OPEN, self.pos):
+            body_start = self.pos + len(GEN_OPEN)
+            body_end = self.text.find(GEN_CLOSE, body_start)
+            if body_end < 0:
+                raise self.error(repr(GEN_CLOSE), len(self.text))
+            self.pos = body_end + len(GEN_CLOSE)
+            return Gen(unescape_gen_text(self.text[body_start:body_end]))
+        raise self.error(f"'<copy', '<gen>' or {self.closer!r}")
+
+    def copy_range(self, start: int) -> CopyLines | CopySpan:
+        """A copy's range and close, from the space after ``<copy`` (or after its file):
+        `` lines="i-j"/>`` or `` span="L:C-L:C"/>``; ``start`` is where the op began."""
+        if self.text.startswith(LINES_ATTRIBUTE, self.pos):
+            self.pos += len(LINES_ATTRIBUTE)
             first = self.number()
             self.expect("-")
             last = self.number()
@@ -115,8 +139,8 @@ class _Parser:
             if last < first:
                 raise self.error(f"an end line >= {first}", start, f"reversed range {first}-{last}")
             return CopyLines(first, last)
-        if self.text.startswith(COPY_SPAN_OPEN, self.pos):
-            self.pos += len(COPY_SPAN_OPEN)
+        if self.text.startswith(SPAN_ATTRIBUTE, self.pos):
+            self.pos += len(SPAN_ATTRIBUTE)
             l1 = self.number()
             self.expect(":")
             c1 = self.number()
@@ -130,27 +154,30 @@ class _Parser:
                     f"an end at or after {l1}:{c1}", start, f"reversed span ending {l2}:{c2}"
                 )
             return CopySpan(l1, c1, l2, c2)
-        if self.text.startswith(GEN_OPEN, self.pos):
-            body_start = self.pos + len(GEN_OPEN)
-            body_end = self.text.find(GEN_CLOSE, body_start)
-            if body_end < 0:
-                raise self.error(repr(GEN_CLOSE), len(self.text))
-            self.pos = body_end + len(GEN_CLOSE)
-            return Gen(unescape_gen_text(self.text[body_start:body_end]))
-        raise self.error("'<copy', '<gen>' or '</program>'")
+        raise self.error(f"{LINES_ATTRIBUTE!r} or {SPAN_ATTRIBUTE!r}")
 
-    def program(self) -> Program:
+    def ops_until(self, closer: str) -> list[Op]:
+        """Ops (and the whitespace between them) up to ``closer``, which is consumed."""
         ops: list[Op] = []
-        self.skip_whitespace()
-        while not self.text.startswith(PROGRAM_END, self.pos):
+        self.closer = closer
+        while not self.text.startswith(closer, self.pos):
             if self.pos >= len(self.text):
-                raise self.error(repr(PROGRAM_END))
+                raise self.error(repr(closer))
             ops.append(self.op())
             self.skip_whitespace()
-        self.pos += len(PROGRAM_END)
+        self.pos += len(closer)
+        return ops
+
+    def end(self) -> None:
+        """After ``</program>``: only whitespace may follow."""
         self.skip_whitespace()
         if self.pos != len(self.text):
             raise self.error("nothing after '</program>'")
+
+    def program(self) -> Program:
+        self.skip_whitespace()
+        ops = self.ops_until(PROGRAM_END)
+        self.end()
         return Program(tuple(ops))
 
 

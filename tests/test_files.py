@@ -6,6 +6,7 @@ refusal is one ``error:`` line. (``test_files_kill`` stops writes at every point
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import stat
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cad.errors import UserError
-from cad.files import check_writable, write_atomic
+from cad.files import check_writable, write_atomic, write_files_atomic
 from cad.resolver import format, oracle
 from tests.tiny_model import make_tiny_model
 
@@ -331,3 +332,234 @@ def test_a_number_too_long_for_any_document_is_a_program_error(tmp_path: Path) -
     code, stderr = finish(cad("resolve", "long.program", "doc.py", cwd=tmp_path))
     assert code == 1
     one_error_line(stderr, "expected a line number of at most 18 digits")
+
+
+MULTI_DRIVER = r"""
+import json, os, signal, sys
+from pathlib import Path
+from cad.files import write_files_atomic
+
+config = json.loads(sys.argv[1])
+first, second = Path(config["first"]), Path(config["second"])
+OLD, NEW = config["old"], config["new"]
+signum = getattr(signal, config["signal"])
+WATCHED = {
+    "open", "close", "write", "pwrite", "truncate", "ftruncate", "flush", "fsync",
+    "fchmod", "fchown", "setxattr", "flock", "link", "unlink", "rename", "replace",
+}
+KNOWN = {"a.py", "gone.py", "b.py", "new.py", "other.txt"}
+
+
+class Terminated(BaseException):
+    pass
+
+
+def terminate(signum, frame):
+    raise Terminated
+
+
+def hook_stopping_at(point):
+    calls = 0
+
+    def hook(frame, event, arg):
+        nonlocal calls
+        if event in ("c_call", "c_return") and getattr(arg, "__name__", "") in WATCHED:
+            calls += 1
+            if calls == point:
+                os.kill(os.getpid(), signum)
+
+    return hook
+
+
+def files(side):
+    return {str(first / name if name in ("a.py", "gone.py") else second / name): text
+            for name, text in side.items()}
+
+
+def child(point):
+    if config["handler"] == "raise":
+        signal.signal(signum, terminate)
+    sys.setprofile(hook_stopping_at(point))
+    try:
+        write_files_atomic({Path(p): t for p, t in files(NEW).items()})
+    except Terminated:
+        os._exit(128 + signum)
+    except KeyboardInterrupt:
+        os._exit(130)
+    os._exit(0)
+
+
+def each_file():
+    found = {}
+    for path, old in files(OLD).items():
+        new = files(NEW)[path]
+        data = Path(path).read_text() if os.path.exists(path) else None
+        found[Path(path).name] = "old" if data == old else "new" if data == new else "torn"
+    return found
+
+
+def state():
+    kinds = set(each_file().values())
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def left():
+    return sorted(n for folder in (first, second) for n in os.listdir(folder) if n not in KNOWN)
+
+
+def reset():
+    for path, text in files(OLD).items():
+        if text is None:
+            if os.path.exists(path):
+                os.unlink(path)
+        else:
+            Path(path).write_text(text)
+
+
+for point in range(1, 400):
+    reset()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child(point)
+        finally:
+            os._exit(99)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    stopped, files_at_stop, left_at_stop = state(), each_file(), left()
+    folders = (first, second) if point % 2 else (second, first)
+    write_files_atomic({folders[0] / "other.txt": f"written after stop {point}\n"})
+    after_next_write = state()
+    write_files_atomic({folders[1] / "other.txt": f"written after stop {point}\n"})
+    print(json.dumps({
+        "point": point, "code": code, "stopped": stopped, "files_at_stop": files_at_stop,
+        "left_at_stop": left_at_stop, "after_next_write": after_next_write, "left": left(),
+    }), flush=True)
+    if code == 0:
+        break
+"""
+
+OLD = "".join(f"old line {n}: {'x' * (n % 17)}\n" for n in range(1200))
+NEW = "".join(f"new line {n}\n" for n in range(900))
+OLD_FILES = {"a.py": OLD, "gone.py": "to be deleted\n", "b.py": OLD[::-1], "new.py": None}
+NEW_FILES = {"a.py": NEW, "gone.py": None, "b.py": NEW + NEW, "new.py": "created\n"}
+
+
+def stop_multi_file_write_everywhere(tmp_path: Path, how: str, handler: str) -> list[dict]:
+    """Write ``NEW_FILES`` over ``OLD_FILES`` (two folders; files changed, created and
+    deleted) once per stopping point, from the first until a write runs to its end; after
+    each stop, a write of another file in one of the two folders (in turn) finishes or
+    undoes what the stopped one left, and one in the other folder follows."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    config = {
+        "first": str(first), "second": str(second), "old": OLD_FILES, "new": NEW_FILES,
+        "signal": how, "handler": handler,
+    }  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", MULTI_DRIVER, json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    assert records[-1]["code"] == 0 and records[-1]["stopped"] == "new", records[-1]
+    assert records[-1]["left_at_stop"] == [], records[-1]
+    assert len(records) >= 20, records  # the hook reached the write's calls
+    return records
+
+
+def test_sigkill_at_any_point_of_a_multi_file_write_leaves_all_files_old_or_all_new(
+    tmp_path: Path,
+) -> None:
+    """Right after the kill each file holds its old bytes or its new ones (renames tear
+    nothing); once the next write in either folder has run, all are old or all are new; once
+    each folder has had a write, nothing the stopped write made is left."""
+    records = stop_multi_file_write_everywhere(tmp_path, "SIGKILL", "default")
+    for record in records[:-1]:
+        assert record["code"] == -signal.SIGKILL, record
+        assert "torn" not in record["files_at_stop"].values(), record
+        assert record["after_next_write"] in ("old", "new"), record
+        assert record["left"] == [], record
+    outcomes = {record["after_next_write"] for record in records[:-1]}
+    assert outcomes == {"old", "new"}
+    assert "mixed" in {record["stopped"] for record in records}  # killed between renames
+    assert any(
+        any(name.endswith(".cad-files") for name in record["left_at_stop"]) for record in records
+    )
+
+
+STOPS_FOR_MULTI_FILE_WRITES = [
+    pytest.param("SIGTERM", "default", -signal.SIGTERM, id="sigterm-default-action"),
+    pytest.param("SIGTERM", "raise", 128 + signal.SIGTERM, id="sigterm-handler-raises"),
+    pytest.param("SIGINT", "default", 130, id="sigint-keyboard-interrupt"),
+]
+
+
+@pytest.mark.parametrize(("how", "handler", "status"), STOPS_FOR_MULTI_FILE_WRITES)
+def test_sigterm_and_sigint_at_any_point_of_a_multi_file_write_leave_nothing_behind(
+    tmp_path: Path, how: str, handler: str, status: int
+) -> None:
+    """The signal ends the process with its own status wherever it arrives; all files are
+    old or all new at once, and nothing the write made remains."""
+    for record in stop_multi_file_write_everywhere(tmp_path, how, handler)[:-1]:
+        assert record["code"] == status, record
+        assert record["stopped"] in ("old", "new"), record
+        assert record["left_at_stop"] == [], record
+
+
+def test_a_multi_file_write_keeps_modes_and_a_failed_rename_puts_every_file_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second, gone = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "gone.py"
+    first.write_text("a\n")
+    first.chmod(0o640)
+    second.write_text("b\n")
+    gone.write_text("g\n")
+    real_replace = os.replace
+
+    def failing_replace(source: object, target: object) -> None:
+        if str(target) == str(second):
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    changes = {first: "A\n", gone: None, second: "B\n", tmp_path / "new.py": "N\n"}
+    with pytest.raises(UserError, match=r"b\.py: cannot write \(Input/output error\); nothing"):
+        write_files_atomic(changes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py", "gone.py"]
+    assert (first.read_text(), second.read_text(), gone.read_text()) == ("a\n", "b\n", "g\n")
+    monkeypatch.setattr(os, "replace", real_replace)
+    write_files_atomic(changes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py", "new.py"]
+    assert (first.read_text(), second.read_text()) == ("A\n", "B\n")
+    assert stat.S_IMODE(first.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize(
+    ("setup", "changes", "message"),
+    [
+        ("hard-link", {"a.py": "x"}, "a.py: the file has 2 hard links"),
+        ("", {"missing/new.py": "x"}, "new.py: folder"),
+        ("", {"absent.py": None}, "absent.py: no such file to delete"),
+        ("symlink", {"a.py": "x", "link.py": "y"}, "two of the paths name the same file"),
+        ("read-only", {"b.py": "x", "a.py": "y"}, "a.py: the file is read-only"),
+    ],
+)
+def test_a_multi_file_write_refuses_before_writing_anything(
+    tmp_path: Path, setup: str, changes: dict[str, str | None], message: str
+) -> None:
+    (tmp_path / "a.py").write_text("a\n")
+    (tmp_path / "b.py").write_text("b\n")
+    if setup == "hard-link":
+        os.link(tmp_path / "a.py", tmp_path / "twin.py")
+    if setup == "read-only":
+        (tmp_path / "a.py").chmod(0o444)
+    if setup == "symlink":
+        (tmp_path / "link.py").symlink_to("a.py")
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    with pytest.raises(UserError, match=message) as caught:
+        write_files_atomic({tmp_path / path: text for path, text in changes.items()})
+    assert "\n" not in str(caught.value)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before

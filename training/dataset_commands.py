@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ import typer
 
 from cad.cli_text import CadCommand, plural
 from cad.errors import UserError
-from cad.training.datasets import EditExample, write_jsonl
+from cad.training.datasets import EditExample, MultiEditExample, write_jsonl
 
 data_app = typer.Typer(
     help="Build edit datasets: JSONL files of {id, instruction, before, after}.",
@@ -66,7 +67,7 @@ def cmd_synth(
     print(f"wrote {plural(len(edits), 'edit')} to {out} ({parts})", file=sys.stderr)
 
 
-@data_app.command("git", cls=CadCommand, short_help="Edits from single-file git commits.")
+@data_app.command("git", cls=CadCommand, short_help="Edits from the commits of a git history.")
 def cmd_git(
     repo: Annotated[Path, typer.Argument(help="A git repository (work tree or bare).")],
     out: Annotated[Path, typer.Option(help="The JSONL file to write.")],
@@ -81,24 +82,41 @@ def cmd_git(
     max_bytes: Annotated[
         int, typer.Option(min=1, help="Skip files larger than this before or after.")
     ] = 100_000,
+    max_files: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Also keep commits that change 2 to N files, as multi-file edits."
+        ),
+    ] = 1,
 ) -> None:
     """Edits from single-file commits: the commit subject is the instruction, the file at
-    the parent and at the commit are before and after."""
+    the parent and at the commit are before and after. With --max-files N above 1, commits
+    that change up to N text files become multi-file edits."""
     from cad.training.git_history import history_edits
 
     edits = history_edits(
-        repo, rev=rev, max_commits=max_commits, include=include or (), max_bytes=max_bytes
+        repo,
+        rev=rev,
+        max_commits=max_commits,
+        include=include or (),
+        max_bytes=max_bytes,
+        max_files=max_files,
     )
     if not edits:
-        raise UserError(f"{repo}: no commit modifies exactly one matching text file")
+        what = "modifies exactly one" if max_files == 1 else f"changes 1 to {max_files}"
+        raise UserError(f"{repo}: no commit {what} matching text file{'s' * (max_files > 1)}")
     _write(out, edits)
-    files = len({edit.id.split(":", 1)[1] for edit in edits})
+    multi = [edit for edit in edits if isinstance(edit, MultiEditExample)]
+    files = {edit.id.split(":", 1)[1] for edit in edits if isinstance(edit, EditExample)}
+    files.update(change.path for edit in multi for change in edit.files)
+    kinds = f" ({len(multi)} multi-file)" if multi else ""
     print(
-        f"wrote {plural(len(edits), 'edit')} of {plural(files, 'file')} to {out}", file=sys.stderr
+        f"wrote {plural(len(edits), 'edit')}{kinds} of {plural(len(files), 'file')} to {out}",
+        file=sys.stderr,
     )
 
 
-def _write(out: Path, examples: list[EditExample]) -> None:
+def _write(out: Path, examples: Sequence[EditExample | MultiEditExample]) -> None:
     try:
         write_jsonl(out, examples)
     except OSError as exc:

@@ -115,3 +115,126 @@ def test_analyze_reads_rows_with_unicode_line_separators(tmp_path: Path) -> None
     result = cad("analyze", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen2"), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["n"] == 1
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> Path:
+    """A folder holding ``files`` (relative paths) byte for byte."""
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+BEFORE_TREE = {
+    "app.py": b"\xef\xbb\xbfimport os\r\n\r\ndef helper(x):\r\n    return x * 2\r\n\r\ndef main():\r\n    pass\r\n",
+    "pkg/util.py": "VALUE = 'é'\n".encode(),
+    "old.txt": b"no final newline",
+}
+AFTER_TREE = {
+    "app.py": b"\xef\xbb\xbfimport os\r\n\r\ndef main():\r\n    pass\r\n",
+    "pkg/util.py": "VALUE = 'é'\n\ndef helper(x):\r\n    return x * 2\r\n".encode(),
+    "pkg/new.txt": b"no final newline",
+}
+
+
+@pytest.mark.parametrize("flag", [[], ["--subline"]])
+def test_folder_oracle_then_resolve_write_turns_one_folder_into_the_other(
+    tmp_path: Path, flag: list[str]
+) -> None:
+    before = write_tree(tmp_path / "before", BEFORE_TREE)
+    after = write_tree(tmp_path / "after", AFTER_TREE)
+    result = cad("oracle", str(before), str(after), *flag)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert '<copy file="1" ' in text and '<create path="pkg/new.txt">' in text
+    assert '<delete file="2"/>' in text  # old.txt, file 2 in sorted order
+    program = tmp_path / "edit.program"
+    program.write_bytes(result.stdout)
+    shown = cad("resolve", str(program), str(before))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {
+        "app.py": AFTER_TREE["app.py"].decode(),
+        "old.txt": None,
+        "pkg/util.py": AFTER_TREE["pkg/util.py"].decode(),
+        "pkg/new.txt": "no final newline",
+    }
+    written = cad("resolve", str(program), str(before), "--write")
+    assert written.returncode == 0, written.stderr
+    assert written.stderr == b"wrote 3 files, deleted 1\n"
+    found = {p.relative_to(before).as_posix(): p for p in before.rglob("*") if p.is_file()}
+    assert {name: path.read_bytes() for name, path in found.items()} == AFTER_TREE
+
+
+def test_resolve_takes_context_files_given_one_by_one(tmp_path: Path) -> None:
+    """A bare program edits file 1 and may copy from the others; its result is printed as
+    it is."""
+    (tmp_path / "a.py").write_text("a = 1\n")
+    (tmp_path / "b.py").write_text("def f():\n    return 2\n")
+    (tmp_path / "p.program").write_text(
+        '<copy lines="1-1"/>\n<copy file="2" lines="1-2"/>\n</program>'
+    )
+    result = cad("resolve", "p.program", "a.py", "b.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"a = 1\ndef f():\n    return 2\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["oracle", "folder", "b.txt"], "both be files or both be folders"),
+        (["resolve", "files.program", "b.txt"], '<edit file="2">: no file 2'),
+        (["resolve", "files.program", "folder", "b.txt"], "folder: a folder"),
+        (["resolve", "cross.program", "b.txt"], "names no file: expected a file from 1 to 1"),
+        (["resolve", "create.program", "b.txt"], "expected a new path"),
+    ],
+)
+def test_multi_file_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "b.txt").write_text("b\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "files.program").write_text('<edit file="2"></edit></program>')
+    (tmp_path / "cross.program").write_text('<copy file="3" lines="1-1"/></program>')
+    (tmp_path / "create.program").write_text('<create path="b.txt"></create></program>')
+    result = cad(*args, cwd=tmp_path)
+    assert result.returncode == 1
+    stderr = result.stderr.decode()
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert message in stderr
+
+
+def test_analyze_measures_cross_file_copies_of_a_multi_file_corpus(tmp_path: Path) -> None:
+    helper = "".join(
+        f"def helper_{n}(values):\n    total = sum(values) * {n}\n    return total / len(values)\n"
+        for n in range(4)
+    )
+    rows = [
+        {
+            "instruction": "Move helper to util.py",
+            "files": [
+                {
+                    "path": "app.py",
+                    "before": f"import os\n\n{helper}\nrun()\n",
+                    "after": "import os\n\nrun()\n",
+                },
+                {"path": "util.py", "before": "X = 1\n", "after": f"X = 1\n\n{helper}"},
+            ],
+        },
+        {"instruction": "Fix", "before": "a = 1\nb = 2\n", "after": "a = 1\nb = 3\n"},
+    ]
+    corpus = tmp_path / "multi.jsonl"
+    corpus.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = cad("analyze", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen2"), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["n"] == 2 and summary["files"] == 3
+    schemes = summary["schemes"]
+    assert schemes["multi_line"]["pooled"] > schemes["per_file_line"]["pooled"]
+    assert schemes["multi_line"]["cross_pooled"] > 0 == schemes["per_file_line"]["cross_pooled"]
+    assert summary["cross_file_gain"]["line"] == pytest.approx(
+        schemes["multi_line"]["pooled"] - schemes["per_file_line"]["pooled"]
+    )
+    assert summary["edits_copying_across_files"] == 1
+    assert schemes["multi_line"]["program_tokens"] < schemes["per_file_line"]["program_tokens"]
+    table = cad("analyze", str(corpus), "--tokenizer", str(TOKENIZERS / "qwen2"))
+    assert table.returncode == 0, table.stderr
+    assert b"cross-file copies reach" in table.stdout

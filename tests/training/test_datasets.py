@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cad.resolver import format, oracle, parse, resolve
+from cad.resolver import (
+    apply_changes,
+    format,
+    format_multi,
+    oracle,
+    oracle_multi,
+    parse,
+    parse_multi,
+    resolve,
+    resolve_multi,
+)
 from cad.training import (
     DatasetError,
     EditExample,
@@ -17,6 +28,14 @@ from cad.training import (
     load_jsonl,
     split_by_id,
     write_jsonl,
+)
+from cad.training.datasets import (
+    FileChange,
+    MultiEditExample,
+    as_multi,
+    files_content_id,
+    load_examples,
+    parse_file_changes,
 )
 
 
@@ -144,3 +163,71 @@ def test_split_fractions() -> None:
     assert len(split_by_id(examples, valid=0.0, test=1.0)[2]) == 164
     with pytest.raises(ValueError, match="fractions"):
         split_by_id(examples, valid=0.6, test=0.6)
+
+
+MULTI_ROW = {
+    "id": "m1",
+    "instruction": "Move f to b.py",
+    "files": [
+        {"path": "a.py", "before": "def f():\r\n    pass\r\nx = 1\n", "after": "x = 1\n"},
+        {"path": "pkg/b.py", "before": None, "after": "def f():\r\n    pass\r\n"},
+        {"path": "gone.py", "before": "é\n", "after": None},
+        {"path": "context.py", "before": "c\n", "after": "c\n"},
+    ],
+}
+
+
+def test_multi_file_rows_load_next_to_single_file_rows(tmp_path: Path) -> None:
+    single = {"instruction": "i", "before": "a\n", "after": "b\n"}
+    unnamed = {key: value for key, value in MULTI_ROW.items() if key != "id"}
+    path = write_rows(tmp_path / "mixed.jsonl", single, MULTI_ROW, unnamed)
+    first, multi, content = load_examples(path)
+    assert first == load_jsonl(write_rows(tmp_path / "one.jsonl", single))[0]
+    assert isinstance(multi, MultiEditExample) and multi.id == "m1"
+    assert multi.files[1] == FileChange("pkg/b.py", None, "def f():\r\n    pass\r\n")
+    assert list(multi.before_files) == ["a.py", "gone.py", "context.py"]
+    assert list(multi.after_files) == ["a.py", "pkg/b.py", "context.py"]
+    assert isinstance(content, MultiEditExample) and len(content.id) == 16
+    assert content.id == files_content_id(content.instruction, content.files)
+    out = tmp_path / "copy.jsonl"
+    write_jsonl(out, [first, multi])
+    assert load_examples(out) == [first, multi]
+    assert as_multi(first, "x.py") == MultiEditExample(
+        first.id, "i", (FileChange("x.py", "a\n", "b\n"),)
+    )
+    parts = split_by_id([first, multi, content])
+    assert sorted(e.id for part in parts for e in part) == sorted([first.id, "m1", content.id])
+
+
+def test_single_file_loaders_name_a_multi_file_row(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "multi.jsonl", MULTI_ROW)
+    with pytest.raises(DatasetError, match=r"multi\.jsonl:1: a multi-file edit \('files'\)"):
+        load_jsonl(path)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ([], "'files' must be a non-empty list"),
+        ("a.py", "'files' must be a non-empty list"),
+        ([{"before": "a", "after": "b"}], "file 1 must be an object with a string 'path'"),
+        ([{"path": "a", "before": None, "after": None}], "not both null"),
+        ([{"path": "a", "before": 1, "after": "b"}], "strings or null"),
+        ([{"path": "../a", "before": "a", "after": "b"}], "is not a relative path"),
+        ([{"path": "a", "before": "a", "after": "b"}] * 2, "two files have the same path"),
+    ],
+)
+def test_bad_multi_file_rows_name_file_and_line(
+    tmp_path: Path, files: object, message: str
+) -> None:
+    path = write_rows(tmp_path / "edits.jsonl", {"instruction": "i", "files": files})
+    with pytest.raises(DatasetError, match=rf"edits\.jsonl:1: .*{re.escape(message)}"):
+        load_examples(path)
+
+
+def test_multi_file_rows_round_trip_through_the_oracle() -> None:
+    files = parse_file_changes(MULTI_ROW["files"], "row")
+    example = MultiEditExample("m1", "Move f to b.py", files)
+    before, after = example.before_files, example.after_files
+    program = parse_multi(format_multi(oracle_multi(before, after)))
+    assert apply_changes(before, resolve_multi(program, before)) == after

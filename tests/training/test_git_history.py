@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cad.resolver import apply_changes, format_multi, oracle_multi, parse_multi, resolve_multi
 from cad.training import DatasetError, load_jsonl
+from cad.training.datasets import MultiEditExample, load_examples
 from cad.training.git_history import history_edits
 
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -195,3 +197,50 @@ def test_a_revision_reads_the_history_it_names(repo: tuple[Path, dict[str, str]]
         "Describe the shop",
         "Raise the price",
     ]
+
+
+def test_multi_file_commits_are_kept_whole_when_asked(repo: tuple[Path, dict[str, str]]) -> None:
+    """Adds, deletions and renames (a deletion and an addition) count; binary files, single
+    added or deleted files and merges still do not."""
+    path, _ = repo
+    edits = history_edits(path, max_files=2)
+    multi = [e for e in edits if isinstance(e, MultiEditExample)]
+    assert [(e.instruction, [(c.path, c.before, c.after) for c in e.files]) for e in multi] == [
+        ("Rename the readme", [
+            ("ABOUT.md", None, "# Shop\n\nSells things.\n"),
+            ("README.md", "# Shop\n\nSells things.\n", None),
+        ]),
+        ("Touch two files", [("cart.js", "let n = 0;\n", "let n = 1;\n"),
+                             ("shop.py", "PRICE = 2\n", "PRICE = 3\n")]),
+        ("Start the shop", [("cart.js", None, "let n = 0;\n"), ("shop.py", None, "PRICE = 1\n")]),
+    ]  # fmt: skip
+    assert all(len(e.id) == 12 for e in multi)
+    single = [e for e in edits if not isinstance(e, MultiEditExample)]
+    assert single == history_edits(path)
+    assert history_edits(path, max_files=6) == edits
+    assert [e.instruction for e in history_edits(path, max_files=2, include=["*.md"])] == [
+        "Rename the readme",
+        "Describe the shop",
+    ]
+    assert history_edits(path, max_files=2, max_bytes=12) == [
+        e
+        for e in edits
+        if e.instruction not in ("Rename the readme", "Describe the shop", "Count from one")
+    ]
+    for edit in multi:
+        before, after = edit.before_files, edit.after_files
+        program = parse_multi(format_multi(oracle_multi(before, after, granularity="subline")))
+        assert apply_changes(before, resolve_multi(program, before)) == after
+
+
+def test_cad_data_git_writes_multi_file_edits(
+    repo: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    path, _ = repo
+    out = tmp_path / "history.jsonl"
+    result = cad("data", "git", str(path), "--out", str(out), "--max-files", "3")
+    assert result.returncode == 0, result.stderr
+    assert load_examples(out) == history_edits(path, max_files=3)
+    assert result.stderr == f"wrote 7 edits (3 multi-file) of 4 files to {out}\n"
+    with pytest.raises(DatasetError, match="a multi-file edit"):
+        load_jsonl(out)
