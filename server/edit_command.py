@@ -37,6 +37,7 @@ from cad.server.edit_pipeline import (
     EditOutcome,
     GrammarFormat,
     Run,
+    check_exclusive,
     check_instruction,
     chosen_run,
     decode,
@@ -46,6 +47,15 @@ from cad.server.edit_pipeline import (
     read_files,
 )
 from cad.server.modes import EditMode
+from cad.server.multi_edit import (
+    MULTI_FILE_HINT,
+    deliver_multi,
+    has_sections,
+    read_program,
+    refuse_options,
+    resolve_files,
+)
+from cad.server.multi_edit import read_files as read_files_of_edit
 from cad.server.syntax_setting import SyntaxChoice
 
 stderr = cli_console(stderr=True)
@@ -79,9 +89,12 @@ class Delivery:
 
 def cmd_edit(
     ctx: typer.Context,
-    file: Annotated[
-        Path,
-        typer.Argument(help="The file to edit (UTF-8 text).", metavar="FILE"),
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="The file to edit (UTF-8 text); several files with a multi-file --program.",
+            metavar="FILE",
+        ),
     ],
     instr: Annotated[
         str | None,
@@ -92,6 +105,15 @@ def cmd_edit(
     instr_file: Annotated[
         Path | None,
         typer.Option(help="Read the instruction from this file.", rich_help_panel=INPUT),
+    ] = None,
+    context: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--context",
+            help="A file the --program may copy from but not change (repeat for more).",
+            metavar="PATH",
+            rich_help_panel=INPUT,
+        ),
     ] = None,
     model: Annotated[
         str,
@@ -130,7 +152,11 @@ def cmd_edit(
     ] = EditMode.auto,
     program: Annotated[
         Path | None,
-        typer.Option(help="Follow this program (forced-program mode).", rich_help_panel=MODE),
+        typer.Option(
+            help="Follow this program (forced-program mode); - reads it from stdin. A "
+            "multi-file program edits several FILEs, applied as given without a model.",
+            rich_help_panel=MODE,
+        ),
     ] = None,
     subline: Annotated[
         bool,
@@ -215,10 +241,21 @@ def cmd_edit(
         ),
     ] = 0,
     write: Annotated[
-        bool, typer.Option("--write", help="Replace FILE (atomically).", rich_help_panel=OUTPUT)
+        bool,
+        typer.Option(
+            "--write",
+            help="Replace FILE (atomically); several files: all or none.",
+            rich_help_panel=OUTPUT,
+        ),
     ] = False,
     stdout: Annotated[
-        bool, typer.Option("--stdout", help="Print the new text.", rich_help_panel=OUTPUT)
+        bool,
+        typer.Option(
+            "--stdout",
+            help='Print the new text. Several files: per file a line ==> "PATH" N bytes, '
+            'then its N bytes (==> "PATH" deleted for a deleted file).',
+            rich_help_panel=OUTPUT,
+        ),
     ] = False,
     diff: Annotated[
         bool,
@@ -228,7 +265,7 @@ def cmd_edit(
         bool,
         typer.Option(
             "--json",
-            help="Print the result as JSON: new text, program, stats, diff.",
+            help="Print the result as JSON: new text, program, stats, diff (per file).",
             rich_help_panel=OUTPUT,
         ),
     ] = False,
@@ -275,11 +312,19 @@ def cmd_edit(
     ] = False,
 ) -> None:
     """Edit FILE as --instr says: the model writes an edit program the resolver applies
-    (program mode), or the complete updated file drafted from the document (rewrite mode)."""
+    (program mode), or the complete updated file drafted from the document (rewrite mode).
+    Several FILEs (and --context files) take a multi-file --program: files numbered from 1
+    in the order given, then the context files; a diff per file."""
     given = given_options(ctx, [*(item.name for item in fields(EditOptions)), "instr_file"])
     given |= {name for name, flag in (("write", write), ("stdout", stdout), ("diff", diff)) if flag}
     if as_json:
         given.add("json")
+    program_text = _program_text(program, files, context or [], instr, instr_file)
+    if len(files) > 1 or context or (program_text is not None and has_sections(program_text)):
+        delivery = Delivery(write, stdout, diff, as_json, stats_json, server, no_server)
+        edit_files(files, context or [], program_text, instr, instr_file, given, delivery)
+        return
+    (file,) = files
     options = EditOptions(
         file=file,
         instr=read_instruction(instr, instr_file),
@@ -311,12 +356,65 @@ def cmd_edit(
     run = chosen_run(options, given)
     if delivery.server is not None and delivery.no_server:
         raise UserError("choose one of --server and --no-server")
-    files = read_files(options, run)
+    inputs = read_files(options, run, program_text)
     for output in (options.file if delivery.write else None, delivery.stats_json):
         if output is not None:
             check_writable(output)
-    outcome, decoded_by = compute(options, run, files, delivery)
-    deliver(options, run, files.document, outcome, delivery, decoded_by)
+    outcome, decoded_by = compute(options, run, inputs, delivery)
+    deliver(options, run, inputs.document, outcome, delivery, decoded_by)
+
+
+def _program_text(
+    program: Path | None,
+    files: list[Path],
+    context: list[Path],
+    instr: str | None,
+    instr_file: Path | None,
+) -> str | None:
+    """The ``--program`` text when it must be read before the edit's other inputs: from
+    stdin (``-``), for several files, or to see whether one file's program has sections. For
+    one file, a program file that cannot be read is left to the single-file edit, which
+    reports it in its usual order."""
+    if program is None:
+        return None
+    if str(program) == "-" or len(files) > 1 or context:
+        if str(program) == "-" and instr is None and instr_file is None and len(files) == 1:
+            read_instruction(instr, instr_file)  # the single-file edit's first error
+        return read_program(program, stdin_taken=instr == "-")
+    try:
+        return read_program(program, stdin_taken=False)
+    except UserError:
+        return None
+
+
+def edit_files(
+    files: list[Path],
+    context: list[Path],
+    program_text: str | None,
+    instr: str | None,
+    instr_file: Path | None,
+    given: set[str],
+    delivery: Delivery,
+) -> None:
+    """``cad edit`` of several files (or of one with --context files, or a program with
+    sections): the multi-file program applied as given, delivered per file."""
+    if program_text is None:
+        raise UserError(MULTI_FILE_HINT)
+    if instr is not None or instr_file is not None:
+        read_instruction(instr, instr_file)  # checked, though a given program needs none
+    check_exclusive(given)
+    refuse_options(given)
+    texts = read_files_of_edit(files, context)
+    if delivery.stats_json is not None:
+        check_writable(delivery.stats_json)
+    outcome = resolve_files(program_text, texts, editable=len(files))
+    deliver_multi(
+        outcome,
+        write=delivery.write,
+        stdout=delivery.stdout,
+        as_json=delivery.json,
+        stats_json=delivery.stats_json,
+    )
 
 
 def read_instruction(instr: str | None, instr_file: Path | None) -> str:

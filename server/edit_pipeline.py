@@ -221,14 +221,19 @@ def option_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-def chosen_run(options: EditOptions, given: set[str]) -> Run:
-    """The run the options select, after refusing options that exclude each other or do
-    not apply to it (``given``: the options given on the command line)."""
+def check_exclusive(given: set[str]) -> None:
+    """Refuse options that exclude each other (``EXCLUSIVE``)."""
     for group in EXCLUSIVE:
         chosen = [name for name in group if name in given]
         if len(chosen) > 1:
             names = [option_name(name) for name in group]
             raise UserError(f"choose one of {', '.join(names[:-1])} and {names[-1]}")
+
+
+def chosen_run(options: EditOptions, given: set[str]) -> Run:
+    """The run the options select, after refusing options that exclude each other or do
+    not apply to it (``given``: the options given on the command line)."""
+    check_exclusive(given)
     if options.grammar is not None:
         run = Run.grammar
     elif options.baseline is not None:
@@ -295,8 +300,9 @@ def check_instruction(instr: str) -> None:
         ) from None
 
 
-def read_files(options: EditOptions, run: Run) -> EditFiles:
-    """Read every file the run needs as text (each a regular UTF-8 file of bounded size)."""
+def read_files(options: EditOptions, run: Run, program: str | None = None) -> EditFiles:
+    """Read every file the run needs as text (each a regular UTF-8 file of bounded size);
+    ``program``: the program's text when it was read already (``--program -``: stdin)."""
 
     def optional(path: Path | None) -> str | None:
         return read_text(path) if path is not None else None
@@ -305,7 +311,7 @@ def read_files(options: EditOptions, run: Run) -> EditFiles:
         raise UserError("--baseline needs --target AFTER_FILE (the text to regenerate)")
     return EditFiles(
         document=read_text(options.file),
-        program=optional(options.program),
+        program=program if program is not None else optional(options.program),
         target=optional(options.target) if run is Run.baseline else None,
         grammar=optional(options.grammar),
         schema=optional(options.schema),

@@ -40,6 +40,8 @@ from cad.server.lsp_adapter import (
     shorten,
 )
 from cad.server.modes import EditMode
+from cad.server.multi_edit import has_sections
+from cad.server.multi_serve import MultiRequest, parse_multi_request, run_multi_edit
 from cad.server.snap import language_of, snap_lines
 from cad.server.syntax_setting import SyntaxChoice, SyntaxPlan, choose_language, plan_syntax
 from cad.server.text_edits import text_edits
@@ -221,8 +223,9 @@ class EditRequest:
         }
 
 
-def parse_request(arguments: Any) -> EditRequest:
-    """Validate the one object argument of ``cad.applyEdit``; bad input is InvalidParams."""
+def parse_request(arguments: Any) -> EditRequest | MultiRequest:
+    """Validate the one object argument of ``cad.applyEdit``; bad input is InvalidParams.
+    ``uris`` (or a program with sections) makes it an edit of several documents."""
     if isinstance(arguments, list | tuple):
         if len(arguments) != 1:
             raise JsonRpcInvalidParams(
@@ -236,10 +239,14 @@ def parse_request(arguments: Any) -> EditRequest:
     uri = arguments.get("uri")
     instruction = arguments.get("instruction", "")
     program = arguments.get("program")
+    if "uris" in arguments:
+        return parse_multi_request(arguments)
     if not isinstance(uri, str) or not uri:
         raise JsonRpcInvalidParams("cad.applyEdit: 'uri' must be the document's URI")
     if program is not None and not isinstance(program, str):
         raise JsonRpcInvalidParams("cad.applyEdit: 'program' must be program text")
+    if program is not None and arguments.get("range") is None and has_sections(program):
+        return parse_multi_request(arguments)
     if not isinstance(instruction, str) or (program is None and not instruction.strip()):
         raise JsonRpcInvalidParams("cad.applyEdit: 'instruction' must say what to change")
     if _LONE_SURROGATE.search(instruction) is not None:
@@ -351,7 +358,10 @@ def build_server() -> tuple[LanguageServer, CadServer]:
         protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
         received = protocol.received_command()
         try:
-            return await run_edit(cad, parse_request(list(arguments)), received)
+            request = parse_request(list(arguments))
+            if isinstance(request, MultiRequest):
+                return await run_multi_edit(ls, cad.running, request, received)
+            return await run_edit(cad, request, received)
         except JsonRpcException as exc:
             log.warning("%s: %s", APPLY_EDIT, shorten(exc.message))
             raise

@@ -1,14 +1,15 @@
 /**
  * The user-facing commands: edit the selection or the file with an instruction, apply a given
- * program, cancel running edits.
+ * program (to the selection, or a multi-file program to several files), cancel running edits.
  */
 
 import * as vscode from "vscode";
 
-import { buildEditArgument, describeResult, type EditRequest, selectionRange } from "./lib/editArgs";
+import { buildEditArgument, describeResult, type EditRequest, type MultiEditArgument, selectionRange } from "./lib/editArgs";
 import type { InstructionHistory } from "./lib/history";
 import type { CadSettings } from "./lib/settings";
 import type { Range } from "./lib/textEdits";
+import { createRoot, pickDocuments, previewAndApplyFiles } from "./multiFile";
 import { type PreviewDocuments, previewAndApply } from "./preview";
 import { askInstruction, askProgram } from "./prompt";
 import { type EditServer, errorText, ServerUnavailableError } from "./server";
@@ -44,6 +45,7 @@ export class EditCommands implements vscode.Disposable {
       vscode.commands.registerCommand("cad.editSelection", (target?: unknown) => this.editSelection(target)),
       vscode.commands.registerCommand("cad.editFile", () => this.editFile()),
       vscode.commands.registerCommand("cad.applyProgram", (target?: unknown) => this.applyProgram(target)),
+      vscode.commands.registerCommand("cad.applyProgramToFiles", () => this.applyProgramToFiles()),
       vscode.commands.registerCommand("cad.cancel", () => this.cancelAll()),
       vscode.commands.registerCommand("cad.clearHistory", async () => {
         await this.context.history.clear();
@@ -90,6 +92,68 @@ export class EditCommands implements vscode.Disposable {
         program,
         range: where.range,
       });
+    }
+  }
+
+  /**
+   * Apply a multi-file program to open documents picked by the user (and copy from context
+   * documents), previewing every file in the refactor preview before anything is applied.
+   */
+  async applyProgramToFiles(): Promise<void> {
+    const picked = await pickDocuments();
+    if (picked === undefined) {
+      return;
+    }
+    const program = await askProgram();
+    if (program === undefined) {
+      return;
+    }
+    const argument: MultiEditArgument = {
+      uris: picked.edit.map((document) => document.uri.toString()),
+      program,
+      dryRun: true,
+    };
+    if (picked.context.length > 0) {
+      argument.context = picked.context.map((document) => document.uri.toString());
+    }
+    const root = createRoot(picked.edit[0]);
+    if (root !== undefined) {
+      argument.root = root;
+    }
+    const source = new vscode.CancellationTokenSource();
+    this.running.add(source);
+    try {
+      const result = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: "Copy-as-Decode: applying the program", cancellable: true },
+        async (_progress, token) => {
+          const subscription = token.onCancellationRequested(() => source.cancel());
+          try {
+            return await this.context.server.applyEdit(argument, source.token);
+          } finally {
+            subscription.dispose();
+          }
+        },
+      );
+      if (result === undefined || source.token.isCancellationRequested) {
+        void vscode.window.showInformationMessage("Copy-as-Decode: the edit was cancelled; nothing was changed.");
+        return;
+      }
+      if (result.edit === undefined) {
+        if (result.reason !== "document changed") {
+          void vscode.window.showWarningMessage(describeResult(result));
+        }
+        return;
+      }
+      await previewAndApplyFiles(result);
+    } catch (error) {
+      if (error instanceof ServerUnavailableError) {
+        this.context.server.showFailure(error);
+      } else {
+        void vscode.window.showErrorMessage(`Copy-as-Decode: ${errorText(error)}`);
+      }
+    } finally {
+      this.running.delete(source);
+      source.dispose();
     }
   }
 

@@ -23,7 +23,7 @@ import {
   type WorkDoneProgressReport,
 } from "vscode-languageclient/node";
 
-import { APPLY_EDIT, type EditArgument, type EditResult, isEditResult } from "./lib/editArgs";
+import { APPLY_EDIT, type EditArgument, type EditResult, isEditResult, type MultiEditArgument } from "./lib/editArgs";
 import { type ProgressToken, ProgressRouter } from "./lib/progress";
 import { findExecutable, type Launch, serverLaunch, startFailureMessage, untrustedLaunch } from "./lib/serverCommand";
 import { type CadSettings, configurationChange, toServerSettings } from "./lib/settings";
@@ -43,7 +43,7 @@ export interface EditServer {
    * receives the server's progress messages.
    */
   applyEdit(
-    argument: EditArgument,
+    argument: EditArgument | MultiEditArgument,
     token?: vscode.CancellationToken,
     onProgress?: (message: string) => void,
   ): Promise<EditResult | undefined>;
@@ -135,7 +135,7 @@ export class CadServer implements EditServer, vscode.Disposable {
    * edit, and the request itself before that.
    */
   async applyEdit(
-    argument: EditArgument,
+    argument: EditArgument | MultiEditArgument,
     token?: vscode.CancellationToken,
     onProgress?: (message: string) => void,
   ): Promise<EditResult | undefined> {

@@ -19,6 +19,7 @@ import { completeProgram } from "../src/lib/program";
 import { findExecutable } from "../src/lib/serverCommand";
 import { readSettings } from "../src/lib/settings";
 import { applyTextEdits } from "../src/lib/textEdits";
+import { previewAndApplyFiles } from "../src/multiFile";
 import { PreviewDocuments } from "../src/preview";
 import { CadServer, type StatusEvent } from "../src/server";
 import { commands, fake, FakeOutputChannel, languages, Position, Range, Uri } from "./fakes/vscode";
@@ -149,6 +150,30 @@ describe.skipIf(COMMAND === undefined)("cad serve through the extension's langua
     expect(document.getText()).toBe("a = 1\nb = 20\nc = 3\n");
     expect(fake.progress.map((shown) => shown.options.title)).toEqual(["Copy-as-Decode: applying the program"]);
     expect(fake.messages.filter((message) => message.severity !== "information")).toEqual([]);
+  });
+
+  it("applies a multi-file program over several documents after the refactor preview", async () => {
+    const app = fake.open("file:///tmp/cad-extension-test/multi/app.py", "import os\n\ndef helper(x):\n    return x + 1\n", "python", 4);
+    const util = fake.open("file:///tmp/cad-extension-test/multi/util.py", "X = 1\n");
+    const program = completeProgram(
+      '<edit file="1">\n<copy lines="1-1"/>\n<gen>from util import helper\n</gen>\n</edit>\n' +
+        '<edit file="2">\n<copy lines="1-1"/>\n<copy file="1" lines="2-4"/>\n</edit>\n' +
+        '<create path="helpers.py">\n<copy file="1" lines="3-4"/>\n</create>',
+    );
+    const result = await server.applyEdit({ uris: [app.uri.toString(), util.uri.toString()], program, dryRun: true });
+    expect(result?.files?.map((file) => file.status)).toEqual(["modified", "modified", "created"]);
+    expect(fake.appliedEdits).toEqual([]);
+    let previewed = 0;
+    fake.confirm = () => {
+      previewed += 1;
+      return true;
+    };
+    expect(await previewAndApplyFiles(result!)).toBe(true);
+    expect(previewed).toBe(1);
+    expect(app.getText()).toBe("import os\nfrom util import helper\n");
+    expect(util.getText()).toBe("X = 1\n\ndef helper(x):\n    return x + 1\n");
+    const created = fake.documents.find((document) => document.uri.toString() === "file:///tmp/cad-extension-test/multi/helpers.py");
+    expect(created?.getText()).toBe("def helper(x):\n    return x + 1\n");
   });
 
   it("reports a bad program as an error and stays up", async () => {

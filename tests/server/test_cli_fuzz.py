@@ -87,7 +87,12 @@ CASES = [
     # --baseline, --target, --write / --stdout / --diff, --stats-json
     edit("baseline", "Invalid value for '--baseline'", "--baseline", HUGE),
     edit("target fifo", "fifo: not a regular file", "--baseline", "ar", "--target", "fifo"),
-    edit("write and stdout", "choose one of --write, --stdout, --diff and --json", "--write", "--stdout"),
+    edit(
+        "write and stdout",
+        "choose one of --write, --stdout, --diff and --json",
+        "--write",
+        "--stdout",
+    ),
     edit("stats /dev/full", "/dev/full: not a regular file", "--stats-json", "/dev/full"),
     edit("stats folder", "folder: not a regular file", "--stats-json", "folder"),
     # --grammar, --grammar-format, --ignore-unsupported
@@ -231,7 +236,7 @@ CASES = [
     # cad oracle
     Case("oracle before /dev/zero", ("oracle", "/dev/zero", "doc.txt"), "not a regular file"),
     Case("oracle after fifo", ("oracle", "doc.txt", "fifo"), "fifo: not a regular file"),
-    Case("oracle folder", ("oracle", "folder", "doc.txt"), "is a directory"),
+    Case("oracle folder", ("oracle", "folder", "doc.txt"), "both be files or both be folders"),
     Case("oracle over 4 MB", ("oracle", "doc.txt", "big.txt", "--subline"), "over the limit"),
     Case(
         "oracle min-copy huge",

@@ -56,10 +56,14 @@ class Client:
             self.statuses.append(params.state)
 
     async def start(
-        self, options: dict | None = None, prelude: str = "", args: tuple[str, ...] = ()
+        self,
+        options: dict | None = None,
+        prelude: str = "",
+        args: tuple[str, ...] = (),
+        workspace: lsp.WorkspaceClientCapabilities | None = None,
     ) -> None:
         """Start ``cad serve`` with ``args`` (after ``prelude``, Python run first in the
-        server process)."""
+        server process); ``workspace``: the client's workspace capabilities."""
         await self.client.start_io(
             sys.executable,
             "-c",
@@ -70,7 +74,8 @@ class Client:
         await self.client.initialize_async(
             lsp.InitializeParams(
                 capabilities=lsp.ClientCapabilities(
-                    window=lsp.WindowClientCapabilities(work_done_progress=True)
+                    window=lsp.WindowClientCapabilities(work_done_progress=True),
+                    workspace=workspace,
                 ),
                 initialization_options=options or {},
             )
@@ -147,6 +152,60 @@ def test_program_edit_arrives_as_minimal_versioned_edit() -> None:
     assert edit.range.start.line == edit.range.end.line == 1
     assert edit.new_text == ""
     assert text_after(c, BEFORE) == AFTER
+
+
+def test_a_multi_file_program_is_byte_exact_through_a_pygls_client() -> None:
+    """Several documents, CRLF and an emoji included: one versioned WorkspaceEdit with a
+    created and a deleted file, whose edits give exactly the resolved files."""
+    from cad.resolver import parse_multi, resolve_multi
+
+    uris = [URI, "file:///tmp/cad-test/util.py", "file:///tmp/cad-test/old.py"]
+    texts = [BEFORE, "X = 1\r\nY = 2", "gone\n"]
+    program = (
+        '<edit file="1">\n<copy lines="1-1"/>\n<copy file="2" lines="2-2"/>\n</edit>\n'
+        '<edit file="2">\n<copy file="1" lines="3-4"/>\n</edit>\n'
+        '<create path="new.py">\n<copy file="1" lines="2-2"/>\n</create>\n'
+        '<delete file="3"/>\n</program>'
+    )
+    resource_operations = lsp.WorkspaceEditClientCapabilities(
+        document_changes=True,
+        resource_operations=[lsp.ResourceOperationKind.Create, lsp.ResourceOperationKind.Delete],
+    )
+
+    async def scenario():
+        c = Client()
+        await c.start(workspace=lsp.WorkspaceClientCapabilities(workspace_edit=resource_operations))
+        for version, (uri, text) in enumerate(zip(uris, texts, strict=True), 3):
+            c.open(text, uri=uri, version=version)
+        result = await c.try_edit({"uris": uris[:2], "context": uris[2:], "program": program})
+        refused = await c.try_edit({"uris": uris, "program": program.replace("new.py", "util.py")})
+        result_all = await c.edit({"uris": uris, "program": program})
+        await c.stop()
+        return c, result, refused, result_all
+
+    c, result, refused, result_all = run(scenario())
+    assert "file 3 (file:///tmp/cad-test/old.py) is a 'context' document" in result["error"]
+    assert "is open in the editor" in refused["error"]
+    assert result_all["applied"] is True
+    (params,) = c.applied
+    changes = params.edit.document_changes
+    expected = resolve_multi(parse_multi(program), list(zip(uris, texts, strict=True)))
+    created = "file:///tmp/cad-test/new.py"
+    after = dict(zip(uris, texts, strict=True))
+    for change in changes:
+        if isinstance(change, lsp.CreateFile):
+            after[change.uri] = ""
+        elif isinstance(change, lsp.DeleteFile):
+            del after[change.uri]
+        else:
+            uri = change.text_document.uri
+            assert change.text_document.version == (None if uri == created else uris.index(uri) + 3)
+            after[uri] = apply_text_edits(after[uri], list(change.edits))
+    assert after == {
+        uris[0]: expected[uris[0]],
+        uris[1]: expected[uris[1]],
+        created: expected["new.py"],
+    }
 
 
 def test_range_edit_never_touches_outside_lines() -> None:

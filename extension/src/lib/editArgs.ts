@@ -3,6 +3,7 @@
  */
 
 import type { Range, TextEdit } from "./textEdits";
+import type { FileStatus } from "./workspaceEdit";
 
 /** The command the server executes. */
 export const APPLY_EDIT = "cad.applyEdit";
@@ -18,7 +19,23 @@ export interface EditArgument {
   dryRun?: boolean;
 }
 
-/** Result of `cad.applyEdit`. `edits` and `version` come with dry runs only. */
+/**
+ * Argument of `cad.applyEdit` over several documents: a multi-file program over `uris` (files
+ * 1, 2, … in that order), then the `context` documents it may copy from but not change; files
+ * it creates go under the folder `root` (by default the folder of the first document).
+ */
+export interface MultiEditArgument {
+  uris: string[];
+  context?: string[];
+  program: string;
+  root?: string;
+  dryRun?: boolean;
+}
+
+/**
+ * Result of `cad.applyEdit`. `edits` and `version` come with dry runs of one document; `files`
+ * with edits of several documents, whose dry runs return the LSP `WorkspaceEdit` as `edit`.
+ */
 export interface EditResult {
   applied: boolean;
   program: string;
@@ -26,6 +43,10 @@ export interface EditResult {
   reason?: string;
   edits?: TextEdit[];
   version?: number;
+  files?: FileStatus[];
+  edit?: unknown;
+  /** With reason `document changed` over several documents: the one that changed. */
+  changed?: string;
 }
 
 /** What a command wants edited. */

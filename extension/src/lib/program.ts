@@ -1,13 +1,15 @@
 /**
  * Program text handed to `cad.applyEdit` (see the project's docs/program.md):
- * `<copy lines="i-j"/>`, `<copy span="L:C-L:C"/>`, `<gen>text</gen>`, ended by `</program>`.
+ * `<copy lines="i-j"/>`, `<copy span="L:C-L:C"/>`, `<gen>text</gen>`, ended by `</program>`;
+ * a multi-file program in sections (`<edit file="k">`, `<create path="p">`, `<delete file="k"/>`)
+ * whose copies may name their file (`<copy file="k" lines="i-j"/>`).
  */
 
 const END = "</program>";
 
-/** Whether `text` starts like a program (its first op, or the end marker). */
+/** Whether `text` starts like a program (its first op or section, or the end marker). */
 export function looksLikeProgram(text: string): boolean {
-  return /^\s*(<copy\s+(lines|span)="|<gen>|<\/program>)/.test(text);
+  return /^\s*(<copy\s+(file|lines|span)="|<gen>|<\/program>|<(edit|delete)\s+file="|<create\s+path=")/.test(text);
 }
 
 /**

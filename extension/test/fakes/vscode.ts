@@ -222,12 +222,39 @@ export class TextEdit {
   ) {}
 }
 
-/** Text edits of several documents. */
+/** Metadata of a workspace edit's entry (`needsConfirmation` opens the refactor preview). */
+export interface WorkspaceEditEntryMetadata {
+  needsConfirmation: boolean;
+  label: string;
+  description?: string;
+}
+
+/** A file operation or text edit of a workspace edit, in the order it was added. */
+export type WorkspaceEditOperation =
+  | { kind: "create"; uri: Uri; options?: { overwrite?: boolean; ignoreIfExists?: boolean; contents?: Uint8Array }; metadata?: WorkspaceEditEntryMetadata }
+  | { kind: "delete"; uri: Uri; options?: { recursive?: boolean; ignoreIfNotExists?: boolean }; metadata?: WorkspaceEditEntryMetadata }
+  | { kind: "edit"; uri: Uri; edit: TextEdit; metadata?: WorkspaceEditEntryMetadata };
+
+/** Text edits of several documents, and file creations and deletions. */
 export class WorkspaceEdit {
   private readonly edits = new Map<string, { uri: Uri; edits: TextEdit[] }>();
+  /** Every entry in order, file operations included. */
+  readonly operations: WorkspaceEditOperation[] = [];
 
-  replace(uri: Uri, range: Range, newText: string): void {
-    this.add(uri, new TextEdit(range, newText));
+  replace(uri: Uri, range: Range, newText: string, metadata?: WorkspaceEditEntryMetadata): void {
+    this.add(uri, new TextEdit(range, newText), metadata);
+  }
+
+  createFile(
+    uri: Uri,
+    options?: { overwrite?: boolean; ignoreIfExists?: boolean; contents?: Uint8Array },
+    metadata?: WorkspaceEditEntryMetadata,
+  ): void {
+    this.operations.push({ kind: "create", uri, options, metadata });
+  }
+
+  deleteFile(uri: Uri, options?: { recursive?: boolean; ignoreIfNotExists?: boolean }, metadata?: WorkspaceEditEntryMetadata): void {
+    this.operations.push({ kind: "delete", uri, options, metadata });
   }
 
   insert(uri: Uri, position: Position, newText: string): void {
@@ -254,10 +281,11 @@ export class WorkspaceEdit {
     return this.edits.size;
   }
 
-  private add(uri: Uri, edit: TextEdit): void {
+  private add(uri: Uri, edit: TextEdit, metadata?: WorkspaceEditEntryMetadata): void {
     const entry = this.edits.get(uri.toString()) ?? { uri, edits: [] };
     entry.edits.push(edit);
     this.edits.set(uri.toString(), entry);
+    this.operations.push({ kind: "edit", uri, edit, metadata });
   }
 }
 
@@ -609,6 +637,14 @@ export const fake = {
   executed: [] as { command: string; args: unknown[] }[],
   /** Every `workspace.applyEdit` call. */
   appliedEdits: [] as WorkspaceEdit[],
+  /** Files on disk that are not open, by URI (`workspace.fs.stat` finds them). */
+  files: new Set<string>(),
+  /** The workspace folder `getWorkspaceFolder` finds documents under. */
+  workspaceFolder: undefined as Uri | undefined,
+  /** Answers the refactor preview of an edit with entries that need confirmation: apply it? */
+  confirm: (_edit: WorkspaceEdit): boolean => true,
+  /** Answers `showQuickPick` with `canPickMany`; by default it is dismissed. */
+  pickMany: (_items: readonly { label: string; picked?: boolean }[]): { label: string }[] | undefined => undefined,
   globalState: new Map<string, unknown>(),
   clipboard: "",
   /** Called when a quick pick opens; by default it is dismissed. */
@@ -692,6 +728,10 @@ export const fake = {
     this.statusBarItems = [];
     this.executed = [];
     this.appliedEdits = [];
+    this.files.clear();
+    this.workspaceFolder = undefined;
+    this.confirm = () => true;
+    this.pickMany = () => undefined;
     this.globalState.clear();
     this.clipboard = "";
     this.onQuickPick = (picker) => picker.hide();
@@ -746,7 +786,10 @@ export const window = {
   createQuickPick<T extends { label: string }>(): FakeQuickPick<T> {
     return new FakeQuickPick<T>();
   },
-  showQuickPick<T extends { label: string }>(items: readonly T[]): Promise<T | undefined> {
+  showQuickPick<T extends { label: string }>(items: readonly T[], options?: { canPickMany?: boolean }): Promise<T | T[] | undefined> {
+    if (options?.canPickMany) {
+      return Promise.resolve(fake.pickMany(items) as T[] | undefined);
+    }
     return Promise.resolve(fake.pickFrom(items) as T | undefined);
   },
   showInputBox(options: unknown): Promise<string | undefined> {
@@ -806,16 +849,38 @@ export const workspace = {
       },
     };
   },
-  getWorkspaceFolder(): undefined {
-    return undefined;
+  getWorkspaceFolder(uri: Uri): { uri: Uri; name: string; index: number } | undefined {
+    const folder = fake.workspaceFolder;
+    if (folder === undefined || !uri.toString().startsWith(`${folder.toString()}/`)) {
+      return undefined;
+    }
+    return { uri: folder, name: folder.path.split("/").pop() ?? "", index: 0 };
   },
   openTextDocument(uri: Uri): Promise<FakeTextDocument> {
     const document = fake.documents.find((candidate) => candidate.uri.toString() === uri.toString());
     return document ? Promise.resolve(document) : Promise.reject(new Error(`cannot open ${uri.toString()}`));
   },
-  /** Applies text edits to open documents (bumping their versions), as the editor does. */
+  /**
+   * Applies text edits to open documents (bumping their versions), creates files (opened as
+   * documents) and deletes them, as the editor does; an edit with entries that need
+   * confirmation is applied only when `fake.confirm` accepts it (the refactor preview).
+   */
   applyEdit(edit: WorkspaceEdit): Promise<boolean> {
     fake.appliedEdits.push(edit);
+    if (edit.operations.some((operation) => operation.metadata?.needsConfirmation) && !fake.confirm(edit)) {
+      return Promise.resolve(false);
+    }
+    const find = (uri: Uri): FakeTextDocument | undefined =>
+      fake.documents.find((candidate) => candidate.uri.toString() === uri.toString());
+    for (const operation of edit.operations) {
+      if (operation.kind === "create") {
+        if (find(operation.uri) !== undefined || fake.files.has(operation.uri.toString())) {
+          return Promise.resolve(false);
+        }
+        const contents = new TextDecoder().decode(operation.options?.contents ?? new Uint8Array());
+        fake.open(operation.uri.toString(), contents);
+      }
+    }
     const targets = edit.entries().map(([uri, edits]) => ({
       document: fake.documents.find((candidate) => candidate.uri.toString() === uri.toString()),
       edits,
@@ -825,6 +890,17 @@ export const workspace = {
     }
     for (const { document, edits } of targets) {
       document?.setText(applyTextEdits(document.getText(), edits));
+    }
+    for (const operation of edit.operations) {
+      if (operation.kind === "delete") {
+        const document = find(operation.uri);
+        if (document === undefined) {
+          return Promise.resolve(false);
+        }
+        document.isClosed = true;
+        fake.documents = fake.documents.filter((candidate) => candidate !== document);
+        workspaceEvents.close.fire(document);
+      }
     }
     return Promise.resolve(true);
   },
@@ -837,6 +913,12 @@ export const workspace = {
   },
   fs: {
     readFile: (): Promise<Uint8Array> => Promise.resolve(new Uint8Array()),
+    /** Finds open documents and `fake.files`; anything else does not exist. */
+    stat: (uri: Uri): Promise<{ type: number; size: number }> => {
+      const known =
+        fake.files.has(uri.toString()) || fake.documents.some((document) => document.uri.toString() === uri.toString());
+      return known ? Promise.resolve({ type: 1, size: 0 }) : Promise.reject(new Error(`${uri.toString()}: no such file`));
+    },
   },
 };
 

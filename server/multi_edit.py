@@ -1,0 +1,355 @@
+"""``cad edit A B … --program PROG``: a multi-file program applied to several files.
+
+The files given to edit are numbered from 1 in the order given, then the ``--context``
+files, which the program may copy from but not write. The program is resolved as it is
+(no model decodes multi-file programs yet), and the result is delivered as ``cad edit``
+delivers one file's: a diff per file (``git apply``-able, creations and deletions
+included), every file written or none (``--write``), the files on stdout in a framing that
+holds any bytes (``--stdout``), or one JSON object with a result per file (``--json``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from cad.cli_text import cli_console, plural, writing_stdout
+from cad.errors import UserError
+from cad.files import read_text, write_atomic, write_files_atomic
+from cad.resolver import (
+    CreateFile,
+    DeleteFile,
+    Gen,
+    MultiProgram,
+    ProgramError,
+    format_multi,
+    parse,
+    parse_multi,
+    resolve_multi,
+    section_header,
+    split_lines,
+)
+
+MULTI_FILE_HINT = (
+    "no model decodes an edit of several files yet: give a multi-file program with --program "
+    "PROG (docs/program.md), or edit one file at a time"
+)
+"""What to do when several files are given without a program (no model decodes multi-file
+programs yet)."""
+
+NOT_APPLICABLE = (
+    "baseline",
+    "target",
+    "grammar",
+    "grammar_format",
+    "ignore_unsupported",
+    "subline",
+    "lines",
+    "draft_config",
+    "draft_budget",
+    "syntax",
+    "schema",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+)
+"""Options of ``cad edit`` that shape decoding and so mean nothing to a multi-file program,
+which is resolved as given; each is refused when given."""
+
+
+def has_sections(program: str) -> bool:
+    """Whether ``program`` is a multi-file program with sections (``<edit>``, ``<create>``,
+    ``<delete>``) rather than a single-file one: it is not a single-file program but parses
+    as a multi-file one."""
+    try:
+        parse(program)
+    except ProgramError:
+        try:
+            parse_multi(program)
+        except ProgramError:
+            return False
+        return True
+    return False
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file a multi-file program writes: its path (as ``cad edit`` was given it, or as
+    the program names a created file), the name a diff gives it (relative to the current
+    folder), its text before (``None``: created) and after (``None``: deleted), and its file
+    mode before (``None``: created)."""
+
+    path: str
+    name: str
+    before: str | None
+    after: str | None
+    mode: int | None = None
+
+    @property
+    def status(self) -> str:
+        """``created``, ``deleted``, ``modified`` or ``unchanged``."""
+        if self.before is None:
+            return "created"
+        if self.after is None:
+            return "deleted"
+        return "modified" if self.before != self.after else "unchanged"
+
+    @property
+    def changed(self) -> bool:
+        return self.status != "unchanged"
+
+
+@dataclass(frozen=True)
+class MultiOutcome:
+    """A resolved multi-file program: the program in canonical form, a result per section
+    (in section order) and the stats."""
+
+    program: str
+    files: tuple[FileResult, ...]
+    stats: dict[str, Any]
+
+
+def read_program(path: Path, stdin_taken: bool) -> str:
+    """The program text: the file at ``path``, or stdin for ``-``."""
+    if str(path) != "-":
+        return read_text(path)
+    if stdin_taken:
+        raise UserError("--instr and --program cannot both read stdin; give one of them as a file")
+    from cad.files import MAX_TEXT_BYTES
+
+    data = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)
+    if len(data) > MAX_TEXT_BYTES:
+        raise UserError("the program on stdin is over the size limit; give a shorter one")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"the program on stdin is not valid UTF-8 (byte {exc.start}); give it as UTF-8 text"
+        ) from None
+
+
+def refuse_options(given: set[str]) -> None:
+    """Refuse decoding options given with a multi-file program (see ``NOT_APPLICABLE``)."""
+    for name in NOT_APPLICABLE:
+        if name in given:
+            option = "--" + name.replace("_", "-")
+            raise UserError(
+                f"{option} does not apply to a multi-file program, which is applied as given "
+                "without a model; leave it out"
+            )
+
+
+def diff_name(path: Path) -> str:
+    """The path a diff names: relative to the current folder when the file lies under it,
+    else as given (as ``cad edit`` names a single file)."""
+    from cad.server.edit_command import diff_path
+
+    return diff_path(path)
+
+
+def read_files(files: list[Path], context: list[Path]) -> dict[str, str]:
+    """The text of every file by path, files to edit first, then the context files; a file
+    given twice (under any name) is refused."""
+    seen: dict[str, Path] = {}
+    texts: dict[str, str] = {}
+    for path in [*files, *context]:
+        real = os.path.realpath(path)
+        if real in seen:
+            also = "" if str(seen[real]) == str(path) else f" (also as {seen[real]})"
+            raise UserError(
+                f"{path}: given twice{also}; give each file once, to edit or as --context"
+            )
+        seen[real] = path
+        texts[str(path)] = read_text(path)
+    return texts
+
+
+def _check_sections(program: MultiProgram, paths: list[str], editable: int) -> None:
+    """Refuse a section that writes a context file, and a created path that already exists
+    (it would be overwritten without being read; give it as a file to edit instead)."""
+    for section in program.sections:
+        header = section_header(section)
+        if isinstance(section, CreateFile):
+            target = Path(section.path)
+            if target.exists() or target.is_symlink():
+                raise UserError(
+                    f"{header}: {section.path} already exists; give it as a file to edit and "
+                    "write an <edit> section for it"
+                )
+            continue
+        if editable < section.file <= len(paths):
+            raise UserError(
+                f"{header}: file {section.file} ({paths[section.file - 1]}) is a --context "
+                "file, which the program may copy from but not change; give it as a file to "
+                "edit it"
+            )
+
+
+def resolve_files(program_text: str, texts: dict[str, str], editable: int) -> MultiOutcome:
+    """Resolve a multi-file program against the files (the first ``editable`` of them may be
+    written) and describe what it writes, file by file."""
+    started = time.perf_counter()
+    program = parse_multi(program_text)
+    paths = list(texts)
+    _check_sections(program, paths, editable)
+    changes = resolve_multi(program, texts)
+    generated = sum(
+        len(op.text)
+        for section in program.sections
+        if not isinstance(section, DeleteFile)
+        for op in section.ops
+        if isinstance(op, Gen)
+    )
+    results = tuple(
+        FileResult(
+            path,
+            diff_name(Path(path)),
+            texts.get(path),
+            after,
+            os.stat(path).st_mode if path in texts else None,
+        )
+        for path, after in changes.items()
+    )
+    written = sum(len(result.after) for result in results if result.after is not None)
+    stats = {
+        "mode": "program",
+        "ops": program.op_count,
+        "files": len(results),
+        "copied_chars": written - generated,
+        "generated_chars": generated,
+        "wall_s": time.perf_counter() - started,
+    }
+    return MultiOutcome(format_multi(program), results, stats)
+
+
+def file_diff(result: FileResult) -> list[str]:
+    """The unified diff of one file in git's form, line by line (each with its own line
+    break, CR included): a ``diff --git`` line, ``new file mode`` or ``deleted file mode``
+    for a created or deleted file, ``/dev/null`` on the side that does not exist; nothing
+    for an unchanged file. ``git apply`` and ``patch -p1`` take it, empty created and
+    deleted files included."""
+    if not result.changed:
+        return []
+    name = result.name
+    lines = [f"diff --git a/{name} b/{name}\n"]
+    if result.before is None:
+        lines.append("new file mode 100644\n")
+    elif result.after is None:
+        executable = result.mode is not None and result.mode & 0o111
+        lines.append(f"deleted file mode {'100755' if executable else '100644'}\n")
+    old = f"a/{name}" if result.before is not None else "/dev/null"
+    new = f"b/{name}" if result.after is not None else "/dev/null"
+    for line in difflib.unified_diff(
+        split_lines(result.before or ""), split_lines(result.after or ""), old, new
+    ):
+        lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return lines
+
+
+def colored(lines: list[str]) -> Text:
+    """Diff lines colored for a terminal (headers bold, removals red, additions green)."""
+    text = Text()
+    for line in lines:
+        style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        if line.startswith(("+++", "---", "diff --git", "new file", "deleted file")):
+            style = "bold"
+        text.append(line, style=style)
+    return text
+
+
+def frame(results: tuple[FileResult, ...]) -> bytes:
+    """The files on stdout (``--stdout``), in section order: per file a header line, then
+    for a written file exactly its new bytes.
+
+    ``==> "PATH" N bytes`` followed by the file's N bytes of UTF-8 (no separator after
+    them: the next header starts right after the last byte), or ``==> "PATH" deleted``.
+    PATH is a JSON string (ASCII, escapes for anything else), so the header is one line
+    whatever the path holds, and N says where the file ends whatever bytes it holds."""
+    out = bytearray()
+    for result in results:
+        path = json.dumps(result.name)
+        if result.after is None:
+            out += f"==> {path} deleted\n".encode("ascii")
+            continue
+        data = result.after.encode("utf-8")
+        out += f"==> {path} {len(data)} bytes\n".encode("ascii")
+        out += data
+    return bytes(out)
+
+
+def write_results(results: tuple[FileResult, ...]) -> tuple[int, int, int]:
+    """Write every changed file, create the created ones, delete the deleted ones: all or
+    none. Returns how many files were written, created and deleted."""
+    changes: dict[Path, str | None] = {
+        Path(result.path): result.after for result in results if result.changed
+    }
+    if len(changes) == 1 and next(iter(changes.values())) is not None:
+        path, text = next(iter(changes.items()))
+        assert text is not None
+        write_atomic(path, text)
+    elif changes:
+        write_files_atomic(changes)
+    created = sum(result.status == "created" for result in results)
+    deleted = sum(result.status == "deleted" for result in results)
+    written = sum(result.status == "modified" for result in results)
+    return written, created, deleted
+
+
+def deliver_multi(
+    outcome: MultiOutcome,
+    *,
+    write: bool,
+    stdout: bool,
+    as_json: bool,
+    stats_json: Path | None,
+) -> None:
+    """Deliver a multi-file edit: write the stats, then the files (all or none), the files
+    on stdout, one JSON object, or a diff per file (the default)."""
+    stats = {**outcome.stats, "decoded_by": "no model (the program as given)"}
+    if stats_json is not None:
+        write_atomic(stats_json, json.dumps(stats, indent=2) + "\n")
+    if write:
+        written, created, deleted = write_results(outcome.files)
+        print(
+            f"wrote {plural(written, 'file')}, created {created}, deleted {deleted} "
+            f"({plural(int(stats['ops']), 'op')}, {float(stats['wall_s']):.2f}s)",
+            file=sys.stderr,
+        )
+    elif stdout:
+        with writing_stdout():
+            sys.stdout.buffer.write(frame(outcome.files))
+    elif as_json:
+        files = [
+            {
+                "file": result.name,
+                "status": result.status,
+                "changed": result.changed,
+                "text": result.after,
+                "diff": "".join(file_diff(result)),
+            }
+            for result in outcome.files
+        ]
+        body = {
+            "changed": any(result.changed for result in outcome.files),
+            "files": files,
+            "program": outcome.program,
+            "stats": stats,
+        }
+        with writing_stdout():
+            sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
+    else:
+        lines = [line for result in outcome.files for line in file_diff(result)]
+        with writing_stdout():
+            if sys.stdout.isatty():
+                cli_console().print(colored(lines), end="")
+            else:
+                sys.stdout.buffer.write("".join(lines).encode("utf-8"))
