@@ -9,9 +9,7 @@ result.
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -22,14 +20,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
 
 from cad.cli_text import CadCommand, cli_console, given_options, plural, writing_stdout
 from cad.defaults import DEFAULT_MODEL
 from cad.errors import UserError
 from cad.files import check_writable, write_atomic
-from cad.resolver import split_lines
 from cad.server import warm
+from cad.server.diffs import colored, diff_lines, diff_path
 from cad.server.edit_pipeline import (
     Baseline,
     EditFiles,
@@ -551,42 +548,24 @@ def deliver(
             "changed": outcome.text != document,
             "text": outcome.text,
             "program": outcome.program,
-            "diff": render_diff(document, outcome.text, diff_path(options.file)).plain,
+            "diff": "".join(single_diff(document, outcome.text, options.file)),
             "stats": stats,
         }
         with writing_stdout():
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
     else:
-        diff = render_diff(document, outcome.text, diff_path(options.file))
+        lines = single_diff(document, outcome.text, options.file)
         with writing_stdout():
             if sys.stdout.isatty():
-                cli_console().print(diff, end="")
+                cli_console().print(colored(lines), end="")
             else:
-                sys.stdout.write(diff.plain)
+                sys.stdout.write("".join(lines))
 
 
-def diff_path(file: Path) -> str:
-    """The path a diff names: relative to the current folder when the file lies under it
-    (so ``git apply`` and ``patch -p1`` find it from there), else as given."""
-    try:
-        relative = os.path.relpath(file)
-    except ValueError:
-        return str(file)
-    return str(file) if relative.startswith("..") else Path(relative).as_posix()
-
-
-def render_diff(before: str, after: str, name: str) -> Text:
-    """A colored unified diff of the edit (terminators shown as they are), with ``a/NAME``
-    and ``b/NAME`` headers."""
-    text = Text()
-    lines = difflib.unified_diff(split_lines(before), split_lines(after), f"a/{name}", f"b/{name}")
-    for line in lines:
-        shown = line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-        style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        text.append(shown, style=style)
-    return text
+def single_diff(before: str, after: str, file: Path) -> list[str]:
+    """The diff of one edited file, with ``a/NAME`` and ``b/NAME`` headers."""
+    name = diff_path(file)
+    return diff_lines(before, after, f"a/{name}", f"b/{name}")
 
 
 def _title(run: Run) -> str:

@@ -10,7 +10,6 @@ holds any bytes (``--stdout``), or one JSON object with a result per file (``--j
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -18,8 +17,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich.text import Text
 
 from cad.cli_text import cli_console, plural, writing_stdout
 from cad.errors import UserError
@@ -35,8 +32,8 @@ from cad.resolver import (
     parse_multi,
     resolve_multi,
     section_header,
-    split_lines,
 )
+from cad.server.diffs import colored, diff_lines, diff_path
 
 MULTI_FILE_HINT = (
     "no model decodes an edit of several files yet: give a multi-file program with --program "
@@ -148,14 +145,6 @@ def refuse_options(given: set[str]) -> None:
             )
 
 
-def diff_name(path: Path) -> str:
-    """The path a diff names: relative to the current folder when the file lies under it,
-    else as given (as ``cad edit`` names a single file)."""
-    from cad.server.edit_command import diff_path
-
-    return diff_path(path)
-
-
 def read_files(files: list[Path], context: list[Path]) -> dict[str, str]:
     """The text of every file by path, files to edit first, then the context files; a file
     given twice (under any name) is refused."""
@@ -212,7 +201,7 @@ def resolve_files(program_text: str, texts: dict[str, str], editable: int) -> Mu
     results = tuple(
         FileResult(
             path,
-            diff_name(Path(path)),
+            diff_path(Path(path)),
             texts.get(path),
             after,
             os.stat(path).st_mode if path in texts else None,
@@ -248,22 +237,7 @@ def file_diff(result: FileResult) -> list[str]:
         lines.append(f"deleted file mode {'100755' if executable else '100644'}\n")
     old = f"a/{name}" if result.before is not None else "/dev/null"
     new = f"b/{name}" if result.after is not None else "/dev/null"
-    for line in difflib.unified_diff(
-        split_lines(result.before or ""), split_lines(result.after or ""), old, new
-    ):
-        lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return lines
-
-
-def colored(lines: list[str]) -> Text:
-    """Diff lines colored for a terminal (headers bold, removals red, additions green)."""
-    text = Text()
-    for line in lines:
-        style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
-        if line.startswith(("+++", "---", "diff --git", "new file", "deleted file")):
-            style = "bold"
-        text.append(line, style=style)
-    return text
+    return lines + diff_lines(result.before or "", result.after or "", old, new)
 
 
 def frame(results: tuple[FileResult, ...]) -> bytes:

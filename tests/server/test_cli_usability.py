@@ -75,6 +75,21 @@ def test_a_piped_diff_is_never_wrapped_and_applies_with_git_and_patch(repository
         assert (repository / "src" / "mean.py").read_text() == AFTER
 
 
+def test_a_piped_diff_keeps_carriage_returns_and_control_characters(repository, model_dir):
+    """A CRLF file's diff keeps every CR (and an escape byte in a string), so it applies."""
+    before = BEFORE.replace("\n", "\r\n") + 'BELL = "\x1b[0m"\r\n'
+    after = AFTER.replace("\n", "\r\n") + 'BELL = "\x1b[0m"\r\n'
+    (repository / "src" / "mean.py").write_bytes(before.encode())
+    (repository / "fix.program").write_text(format(oracle(before, after)))
+    result = cad(*edit_args(model_dir), cwd=repository)
+    assert result.returncode == 0, result.stderr
+    assert b"+    return sum(values) / len(values)  # " + LONG.encode() + b"\r\n" in result.stdout
+    (repository / "fix.diff").write_bytes(result.stdout)
+    applied = subprocess.run(["git", "apply", "fix.diff"], cwd=repository, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert (repository / "src" / "mean.py").read_bytes() == after.encode()
+
+
 def test_the_instruction_comes_from_stdin_or_a_file(repository, model_dir):
     (repository / "instruction.txt").write_text("Drop the + 1\n")
     from_stdin = cad(
