@@ -10,9 +10,15 @@ even with random weights.
 
 With the target forced, how many forwards a method takes does not depend on the weights, so
 ``--replay`` counts them without a model (the same draft and acceptance code, no forwards;
-tests check the counts equal those of real decoding): minutes for hundreds of edits.
+tests check the counts equal those of real decoding): minutes for hundreds of edits. It also
+times the host's work per forward (drafting, layout-free acceptance, bookkeeping) with no
+model at all.
 
     python -m bench.rewrite --replay --corpus releases.jsonl --split test --out-md counts.md
+
+Every method reports the host's time per forward apart from its forwards (``host ms/fwd``:
+the p50 and p90 over every forward of every edit; with a model, from
+``DecodeStats.host_per_forward_s``: drafting, layout, masks, acceptance and bookkeeping).
 
 ``--split test`` keeps the edits that ``cad calibrate --holdout`` leaves out, so the shipped
 draft configuration is measured on edits it was not calibrated on. ``--configs`` lists the
@@ -25,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.harness import QWEN2_TOKENIZER, machine, pick_model, spread, synchronize
@@ -45,7 +53,7 @@ from cad.selector.baselines import prompt_lookup_steps
 from cad.selector.decoder import replay_forced
 from cad.selector.program_cost import Pricing, subline_oracle
 from cad.selector.prompt import program_prompt, rewrite_prompt
-from cad.selector.rewrite import rewrite_forced
+from cad.selector.rewrite import replay_rewrite, rewrite_forced
 from cad.selector.stats import DecodeResult
 from cad.training.datasets import EditExample, load_edits, select_split
 
@@ -55,12 +63,32 @@ TARGETS = {"program_over_rewrite": 0.5, "pld_over_rewrite": 2.0}
 
 @dataclass(frozen=True)
 class Outcome:
-    """One method on one edit: its forwards, and its wall-clock and draft tokens when it ran
-    with a model."""
+    """One method on one edit: its forwards, its wall-clock and draft tokens when it ran
+    with a model, and the host's seconds of each of its forwards (the prompt's first)."""
 
     forwards: int
     wall_s: float = 0.0
     drafted: int = 0
+    host: list[float] = field(default_factory=list)
+
+
+class HostTimer:
+    """Times a model-free replay's host work per forward: called after each step with its
+    kind (``setup``, ``draft``, ``accept``, ``forward``: the forward's work is done)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._current = 0.0
+        self._last = time.perf_counter()
+
+    def __call__(self, kind: str) -> None:
+        now = time.perf_counter()
+        elapsed, self._last = now - self._last, now
+        if kind == "forward":
+            self.samples.append(self._current)
+            self._current = 0.0
+        elif kind != "setup":
+            self._current += elapsed
 
 
 Method = Callable[[EditExample], Outcome]
@@ -123,7 +151,9 @@ def _timed(result: DecodeResult, example: EditExample, name: str) -> Outcome:
     if result.text != example.after:
         raise AssertionError(f"{name} was not byte-exact on {example.id}")
     stats = result.stats
-    return Outcome(stats.forwards, stats.wall_s, stats.drafted_tokens)
+    return Outcome(
+        stats.forwards, stats.wall_s, stats.drafted_tokens, list(stats.host_per_forward_s)
+    )
 
 
 def model_methods(
@@ -176,9 +206,8 @@ def perfect_draft_forwards(tokens: int, budget: int) -> int:
 def replay_methods(
     tokenizer, configs: dict[str, DraftConfig], programs: Programs, index: ProgramTokenIndex
 ) -> dict[str, Method]:
-    """Every method's forwards counted without a model (forced targets need no logits)."""
-    from cad.training.calibrate import replay
-
+    """Every method's forwards counted without a model (forced targets need no logits), and
+    its host work per forward timed."""
     first = next(iter(configs.values()))
     budget = first.budget
     stop = tokenizer.eos_token_id
@@ -187,13 +216,20 @@ def replay_methods(
     def pld(example: EditExample, draft: int) -> Outcome:
         prompt = rewrite_prompt(tokenizer, Document(example.before), example.instruction)
         steps = prompt_lookup_steps(prompt, encode(example.after), draft, 3)
-        return Outcome(sum(1 for _ in steps))
+        host: list[float] = []
+        began = time.perf_counter()
+        for _ in steps:
+            now = time.perf_counter()
+            host.append(now - began)
+            began = now
+        return Outcome(len(host), host=host)
 
     def program(example: EditExample, name: str) -> Outcome:
         chosen = programs(example)[name == "program-subline"]
         subline = any(isinstance(op, CopySpan) for op in chosen.ops)
         prompt = program_prompt(tokenizer, Document(example.before), example.instruction,
                                 subline=subline)  # fmt: skip
+        timer = HostTimer()
         stats = replay_forced(
             index,
             encode,
@@ -202,8 +238,9 @@ def replay_methods(
             budget=0 if name == "program-sequential" else budget,
             prior=first.program,
             prompt_tokens=len(prompt),
+            clock=timer,
         )
-        return Outcome(stats.forwards, drafted=stats.drafted_tokens)
+        return Outcome(stats.forwards, drafted=stats.drafted_tokens, host=timer.samples)
 
     table: dict[str, Method] = {
         "ar": lambda e: Outcome(len(encode(e.after))),
@@ -215,9 +252,10 @@ def replay_methods(
 
         def run(e: EditExample, config: DraftConfig = config) -> Outcome:
             prompt = rewrite_prompt(tokenizer, Document(e.before), e.instruction)
-            steps = replay(encode(e.before), encode(e.after), config, stop=stop,
-                           prompt_tokens=len(prompt))  # fmt: skip
-            return Outcome(len(steps) - 1, drafted=sum(nodes for _, nodes in steps))
+            timer = HostTimer()
+            drafted = replay_rewrite(encode(e.before), encode(e.after), config, stop=stop,
+                                     prompt_tokens=len(prompt), clock=timer)  # fmt: skip
+            return Outcome(len(drafted) - 1, drafted=sum(drafted), host=timer.samples)
 
         table[f"rewrite:{name}"] = run
     for name in ("program-sequential", "program", "program-subline"):
@@ -235,8 +273,22 @@ def measure(table: dict[str, Method], example: EditExample, tokens: int, loaded=
         if loaded is not None:
             synchronize(loaded)
         row[name] = {"forwards": outcome.forwards, "wall_s": outcome.wall_s,
-                     "drafted": outcome.drafted}  # fmt: skip
+                     "drafted": outcome.drafted,
+                     "host_s": [round(s, 7) for s in outcome.host]}  # fmt: skip
     return row
+
+
+def host_percentiles(rows: list[dict], name: str) -> dict[str, float] | None:
+    """The p50 and p90 (ms) of the host's time per forward over every forward of every
+    edit of ``name``, and the number of forwards; ``None`` where the method has no host
+    timings."""
+    samples = sorted(1e3 * s for r in rows for s in r[name].get("host_s", []))
+    if not samples:
+        return None
+    if len(samples) == 1:
+        return {"p50": samples[0], "p90": samples[0], "n": 1}
+    deciles = statistics.quantiles(samples, n=10, method="inclusive")
+    return {"p50": statistics.median(samples), "p90": deciles[8], "n": len(samples)}
 
 
 def _ratio(rows: list[dict], numerator: str, denominator: str, key: str) -> dict[str, float]:
@@ -250,6 +302,9 @@ def summarise(rows: list[dict], names: list[str], timed: bool) -> dict:
     out: dict = {}
     for name in names:
         out[name] = {"forwards": spread([float(r[name]["forwards"]) for r in rows])}
+        host = host_percentiles(rows, name)
+        if host is not None:
+            out[name]["host_ms"] = host
         if timed:
             out[name]["wall_s"] = spread([r[name]["wall_s"] for r in rows])
         if name not in ("ar", "pld", "pld-budget", "perfect-draft"):
@@ -315,10 +370,15 @@ def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
     summary, timed = result["summary"], result["timed"]
     how = "forwards replayed without a model" if not timed else f"{result['model']}, "
     how += "" if not timed else f"{result['dtype']}, {result['device']}, {_runtime(result)}"
+    sizes = ""
+    if result.get("min_tokens"):
+        sizes += f", at least {result['min_tokens']} tokens"
+    if result["max_tokens"]:
+        sizes += f", at most {result['max_tokens']} tokens"
     lines = [
-        f"{result['corpus']} ({result['n']} edits, split {result['split']}"
-        f"{', at most ' + str(result['max_tokens']) + ' tokens' if result['max_tokens'] else ''}"
-        f"), {how}; target forced (oracle); medians per edit (IQR)",
+        f"{result['corpus']} ({result['n']} edits, split {result['split']}{sizes}), {how}; "
+        "target forced (oracle); medians per edit (IQR); host ms per forward over every "
+        "forward (p50 / p90)",
         "",
     ]
     keys = [("forwards", "forwards", 1)]
@@ -328,13 +388,16 @@ def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
         keys.append(("wall_s", "wall (s)", 2))
         ratios += [("pld_budget_over_method_wall", "PLD (equal budget) wall ÷ method"),
                    ("method_over_rewrite_wall", "method wall ÷ rewrite")]  # fmt: skip
-    header = ["method", *(label for _, label, _ in keys), *(label for _, label in ratios)]
+    header = ["method", *(label for _, label, _ in keys), "host ms/fwd p50 / p90"]
+    header += [label for _, label in ratios]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("| --- |" + " ---: |" * (len(header) - 1))
     for name in result["methods"]:
         s = summary[name]
         cells = [_label(name, configs)]
         cells += [_cell(s[key], digits if key != "forwards" else 0) for key, _, digits in keys]
+        host = s.get("host_ms")
+        cells.append(f"{host['p50']:.3f} / {host['p90']:.3f}" if host else "")
         cells += [_cell(s[key], 2) + "×" if key in s else "" for key, _ in ratios]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -363,16 +426,23 @@ def plot(rows: list[dict], names: list[str], title: str, path: Path, timed: bool
 
 
 def select(
-    examples: list[EditExample], split: str, limit: int, tokenizer=None, max_tokens: int = 0
+    examples: list[EditExample],
+    split: str,
+    limit: int,
+    tokenizer=None,
+    max_tokens: int = 0,
+    min_tokens: int = 0,
 ) -> list[EditExample]:
     """The ``split`` part of the corpus (``all``, or train/valid/test of ``split_by_id``),
-    edits of at most ``max_tokens`` tokens before and after when set, first ``limit`` when
-    set."""
+    edits of at most ``max_tokens`` and at least ``min_tokens`` tokens (the longer of before
+    and after) when set, first ``limit`` when set."""
     examples = select_split(examples, split)
-    if max_tokens and tokenizer is not None:
+    if (max_tokens or min_tokens) and tokenizer is not None:
+        sizes = [max(len(tokenizer.encode(e.before)), len(tokenizer.encode(e.after)))
+                 for e in examples]  # fmt: skip
         examples = [
-            e for e in examples
-            if max(len(tokenizer.encode(e.before)), len(tokenizer.encode(e.after))) <= max_tokens
+            e for e, size in zip(examples, sizes, strict=True)
+            if (not max_tokens or size <= max_tokens) and size >= min_tokens
         ]  # fmt: skip
     return examples[:limit] if limit else examples
 
@@ -394,6 +464,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--limit", type=int, default=0, help="first N edits only (0 = all)")
     parser.add_argument("--max-tokens", type=int, default=0,
                         help="skip edits longer than N tokens before or after (0 = none)")  # fmt: skip
+    parser.add_argument("--min-tokens", type=int, default=0,
+                        help="skip edits shorter than N tokens before and after (0 = none)")  # fmt: skip
     parser.add_argument(
         "--configs",
         default="default",
@@ -431,7 +503,9 @@ def main(argv: list[str] | None = None) -> dict:
     index = ProgramTokenIndex.for_tokenizer(tokenizer, vocab_size)
     first = next(iter(configs.values()))
     programs = Programs(tokenizer, index, first)
-    examples = select(load_edits(args.corpus), args.split, args.limit, tokenizer, args.max_tokens)
+    examples = select(
+        load_edits(args.corpus), args.split, args.limit, tokenizer, args.max_tokens, args.min_tokens
+    )
     if loaded is None:
         table = replay_methods(tokenizer, configs, programs, index)
     else:
@@ -449,6 +523,7 @@ def main(argv: list[str] | None = None) -> dict:
         "corpus": Path(args.corpus).name,
         "split": args.split,
         "max_tokens": args.max_tokens,
+        "min_tokens": args.min_tokens,
         "n": len(rows),
         "timed": timed,
         "model": loaded.name if loaded else f"tokenizer {Path(args.tokenizer).name}",

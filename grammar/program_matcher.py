@@ -20,7 +20,7 @@ from cad.grammar.index_cache import read_cached, write_cached
 from cad.grammar.vocab import Vocabulary
 from cad.resolver import CopyLines, CopySpan, Gen, Op, unescape_gen_text
 
-__all__ = ["ProgramMatcher", "ProgramTokenIndex"]
+__all__ = ["ProgramMatcher", "ProgramTokenIndex", "op_from_record"]
 
 _CACHE_KIND = "program-index"
 
@@ -94,13 +94,16 @@ class ProgramMatcher(NativeMaskFill, _native.ProgramMatcher):
 
     @property
     def ops(self) -> tuple[Op, ...]:
-        """The ops completed so far (an op completes with its separating newline)."""
+        """The ops completed so far (an op completes with its separating newline). Ops the
+        native side rolled back on its own (a native tape walking ahead) are dropped."""
+        del self._ops[self.op_count :]
         for position in range(len(self._ops), self.op_count):
-            self._ops.append(_op(self.op_record(position)))
+            self._ops.append(op_from_record(self.op_record(position)))
         return tuple(self._ops)
 
 
-def _op(record: tuple[Any, ...]) -> Op:
+def op_from_record(record: tuple[Any, ...]) -> Op:
+    """The op of a native matcher's ``op_record``."""
     kind, *fields = record
     if kind == "gen":
         return Gen(unescape_gen_text(fields[0].decode("utf-8")))

@@ -6,152 +6,74 @@ last choice with the literals the grammar forces after it and the copied text of
 completed) followed by a draft tree of the program's likely continuation. Per step:
 
 1. ``draft``: the known tokens as a chain, the drafter's proposals below it, pruned to the
-   draft budget;
-2. ``verify``: ONE forward over the whole tree;
+   draft budget (native code, one call);
+2. ``verify``: ONE forward over the whole tree (:func:`cad.selector.speculation.verify_draft`);
 3. ``accept``: walk down from the chain's end: at each node where the model decides, take
    its choice under the program FSM's mask at that node (greedy argmax, the speculative
    sampling rule, or the forced program's token) and follow the drafted child equal to it;
    forced literals and copied text need no decision; the choice that leaves the tree, and
-   whatever the grammar forces after it, are fed by the next forward;
+   whatever the grammar forces after it, are fed by the next forward (native code: the
+   tape's walk, calling back only for the model's choices);
 4. ``keep``: the cache keeps the accepted path only.
 
 The program is exactly the one one-token-per-forward decoding writes: every choice is made
-from the logits of the same prefix, under the same mask.
+from the logits of the same prefix, under the same mask. With a syntax constraint the tape
+is the Python :class:`ProgramTape` (its matcher is held to the language in Python) and the
+walk is :func:`accept`; the drafts are native either way.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from cad.grammar import ProgramTokenIndex, allocate_token_bitmask, apply_token_bitmask_inplace
+from cad.grammar import ProgramTokenIndex
+from cad.grammar._native import DraftTree
 from cad.grammar.syntax import SyntaxConstraint
 from cad.resolver import CopySpan, Document, Program, format_program, resolve
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, ProgramPrior, load_draft_config
-from cad.selector.draft_graph import DraftGraph, chain, prune
 from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.loading import LoadedModel
 from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.prompt import program_prompt
-from cad.selector.sampling import (
-    Sampling,
-    TokenChooser,
-    batched_reads,
-    greedy_path,
-    speculative_choices,
-    to_device,
+from cad.selector.sampling import Sampling, TokenChooser, batched_reads
+from cad.selector.speculation import (
+    MAX_CHAIN_WITH_DRAFTS,
+    Choice,
+    Logits,
+    ProgressCallback,
+    verify_draft,
 )
-from cad.selector.stats import DecodeResult, DecodeStats, Progress
-from cad.selector.tape import ProgramTape
+from cad.selector.stats import DecodeResult, DecodeStats
+from cad.selector.tape import NativeTape, ProgramTape, token_source
 from cad.selector.timing import PhaseClock
-from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
+from cad.selector.tree_verify import TreeLayout, keep_path
 
-ProgressCallback = Callable[[Progress], None]
-Logits = NodeLogits | dict[int, torch.Tensor]
-MAX_CHAIN_WITH_DRAFTS = 4096
-"""Known tokens a forward may carry together with a draft tree. The tree forward uses a
-dense attention mask over chain and tree; a longer chain (a long prompt or copy) is fed on
-its own, and the next forward drafts."""
+Tape = NativeTape | ProgramTape
+
+__all__ = ["Choice", "Decoder", "accept", "decode_forced", "draft", "replay_forced", "walk_ahead"]
 
 
-class Choice:
-    """The model's choice at a node: the forced program's token, the masked argmax, or a
-    masked sample under the speculative rule for the drafted children. The mask is the
-    tape's (the program FSM's, intersected with a syntax constraint when there is one),
-    packed and applied on the logits' device; ``chooser`` is unused when ``target`` is
-    given (forced mode).
+_LITERALS: weakref.WeakKeyDictionary[ProgramTokenIndex, dict[bytes, list[int]]] = (
+    weakref.WeakKeyDictionary()
+)
 
-    With ``batched`` (a GPU: :func:`batched_reads`) the choices along a draft path are made
-    together: the tape walks ahead along the drafted first children as if the model chose
-    them, filling the mask of every decision on the way (:func:`walk_ahead`), then one
-    sequence of tensor operations masks, chooses and finds where the choices leave the
-    draft, and one read brings back the accepted choices and the first one that differs.
-    Each choice is made from the same logits under the same mask as one at a time, so the
-    program is the same."""
 
-    def __init__(
-        self, chooser: TokenChooser | None, target: bytes | None, *, batched: bool = False
-    ) -> None:
-        if chooser is None and target is None:
-            raise ValueError("a model's choice needs a token chooser")
-        self.chooser = chooser
-        self.target = target
-        self.batched = batched
-        self._graph: DraftGraph | None = None
-        self._known: dict[int, int] = {}
-        self._masks: torch.Tensor | None = None
-
-    @torch.inference_mode()
-    def __call__(
-        self, tape: ProgramTape, graph: DraftGraph, logits: Logits, node: int, limit: int
-    ) -> int:
-        if self.target is not None:
-            return tape.target_token(self.target)
-        drafted = list(graph.children[node])
-        if not (self.batched and drafted and isinstance(logits, NodeLogits)):
-            return self.one(tape, logits[node], drafted)
-        if self._graph is not graph:
-            self._graph, self._known = graph, {}
-        if node not in self._known:
-            self._known.update(self.along_path(tape, graph, logits, node, limit))
-        return self._known[node]
-
-    def one(self, tape: ProgramTape, logits: torch.Tensor, drafted: list[int]) -> int:
-        """The choice at one node from its ``logits`` (masked in place)."""
-        chooser = self.chooser
-        assert chooser is not None
-        if chooser.sampling.temperature <= 0 or not drafted:
-            return chooser.choose(logits, tape.matcher)
-        chooser.fill(tape.matcher)
-        apply_token_bitmask_inplace(logits, to_device(chooser.bitmask[0], logits.device))
-        return speculative_choices(logits[None], [drafted], chooser.sampling, chooser.generator)[0]
-
-    def along_path(
-        self, tape: ProgramTape, graph: DraftGraph, logits: NodeLogits, node: int, limit: int
-    ) -> dict[int, int]:
-        """The choices at the decision nodes of the draft path from ``node``, up to the first
-        that leaves it, made together with one read."""
-        chooser = self.chooser
-        assert chooser is not None
-        nodes, expected = walk_ahead(tape, graph, node, limit, self._mask_rows)
-        masks = self._mask_rows(len(nodes))[: len(nodes)]
-        rows = logits.rows(nodes)
-        if chooser.sampling.temperature <= 0:
-            return dict(zip(nodes, greedy_path(rows, masks, expected), strict=False))
-        apply_token_bitmask_inplace(rows, to_device(masks, rows.device))
-        children = [list(graph.children[n]) for n in nodes]
-        picks = speculative_choices(rows, children, chooser.sampling, chooser.generator)
-        chosen: dict[int, int] = {}
-        for decided, pick, draft in zip(nodes, picks, expected, strict=True):
-            chosen[decided] = pick
-            if pick != draft:
-                break
-        return chosen
-
-    def _mask_rows(self, count: int) -> torch.Tensor:
-        """A host bitmask of at least ``count`` rows the walk fills (pinned on a GPU; grown
-        by doubling, the rows filled so far kept)."""
-        assert self.chooser is not None
-        old = self._masks
-        if old is None or old.shape[0] < count:
-            rows = max(count, 2 * (0 if old is None else old.shape[0]), 16)
-            masks = allocate_token_bitmask(rows, self.chooser.bitmask.shape[1] * 32)
-            if self.chooser.device.type == "cuda":
-                masks = masks.pin_memory()
-            if old is not None:
-                masks[: old.shape[0]] = old
-            self._masks = masks
-        return self._masks
+def literal_tokens(index: ProgramTokenIndex) -> dict[bytes, list[int]]:
+    """The forced literals' tokens of ``index``'s tokenizer, kept across decodes (the
+    ``encode`` every decode of that index is given must be that tokenizer's)."""
+    return _LITERALS.setdefault(index, {})
 
 
 def walk_ahead(
-    tape: ProgramTape,
-    graph: DraftGraph,
+    tape: Tape,
+    graph: Any,
     node: int,
     limit: int,
     masks: Callable[[int], torch.Tensor],
@@ -163,6 +85,8 @@ def walk_ahead(
     node without drafts, at a drafted token the mask refuses, at the end of the program or
     of the token budget, or where the forced tokens leave the tree; the tape is then put
     back as it was."""
+    if isinstance(tape, NativeTape):
+        return tape.walk_ahead(graph, node, limit, masks)
     mark = tape.mark()
     nodes: list[int] = []
     expected: list[int] = []
@@ -173,9 +97,10 @@ def walk_ahead(
             tape.matcher.fill_next_token_bitmask(buffer, row)
             nodes.append(node)
             expected.append(-1)
-            if not graph.children[node]:
+            drafted = graph.child_tokens(node)
+            if not drafted:
                 break
-            token = next(iter(graph.children[node]))
+            token = drafted[0]
             if not _allowed(buffer[row], token):
                 break
             expected[-1] = token
@@ -185,7 +110,7 @@ def walk_ahead(
                 break
             for following in written:
                 child = graph.child(node, following)
-                if child is None:
+                if child < 0:
                     return nodes, expected
                 node = child
     finally:
@@ -229,22 +154,40 @@ class Decoder:
             raise ValueError("the draft budget cannot be negative")
         self.prior = config.program
         self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
+        self.literals = literal_tokens(self.index)
 
     def encode(self, text: str) -> list[int]:
         """The tokenizer's ids for ``text``, no special tokens."""
         return self.loaded.tokenizer.encode(text, add_special_tokens=False)
 
-    def check_context(self, prompt_tokens: int, document: str) -> int:
-        """Raise if the prompt, a copy of the document and a draft tree cannot fit; return the
-        token budget."""
-        needed = prompt_tokens + len(self.encode(document)) + self.budget
-        room = self.loaded.context_length - needed
-        if room < 16:
+    def check_context(self, prompt_tokens: int, document_tokens: int) -> int:
+        """Raise if the prompt, a copy of the document (``document_tokens`` long) and a draft
+        tree cannot fit; return the token budget."""
+        copy = document_tokens
+        needed = prompt_tokens + copy + self.budget + 16
+        context = self.loaded.context_length
+        if needed > context:
             raise ContextTooLongError(
-                f"the document needs about {prompt_tokens} prompt tokens but the model's context "
-                f"is {self.loaded.context_length}; edit a smaller range or use a longer-context model"
+                f"the edit needs about {needed} tokens of context ({prompt_tokens} of prompt, "
+                f"{copy} for a copy of the document, {self.budget} of draft tree and 16 to "
+                f"write) but the model's context is {context}; edit a smaller range or use a "
+                "longer-context model"
             )
-        return min(self.max_new_tokens, room)
+        return min(self.max_new_tokens, context - needed + 16)
+
+    def new_tape(
+        self,
+        document: Document,
+        *,
+        subline: bool,
+        syntax: SyntaxConstraint | None,
+        source: Any,
+    ) -> Tape:
+        """The tape of one edit: native for the plain program FSM, the Python tape when
+        the program is held to a syntax constraint."""
+        if syntax is None:
+            return NativeTape(self.index, document, source, subline=subline)
+        return ProgramTape(self.index, self.encode, document, subline=subline, syntax=syntax)
 
     def edit(
         self,
@@ -267,64 +210,70 @@ class Decoder:
             resolve(program, doc)
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-        tape = ProgramTape(self.index, self.encode, doc, subline=subline, syntax=syntax)
+        source = token_source(self.encode, doc, self.literals)
+        tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source)
         clock = PhaseClock(self.loaded, tape.stats)
-        drafter = ProgramDrafter(self.index, self.encode, doc, subline=subline, prior=self.prior)
+        document_ids = self.encode(document)
+        drafter = ProgramDrafter(
+            self.index,
+            self.encode,
+            doc,
+            subline=subline,
+            prior=self.prior,
+            source=source,
+            document_ids=document_ids,
+        )
         prompt = program_prompt(self.loaded.tokenizer, doc, instruction, subline=subline)
-        limit = self.check_context(len(prompt), document)
+        limit = self.check_context(len(prompt), len(document_ids))
         tape.stats.prefill_tokens = len(prompt)
         chooser = TokenChooser.for_model(self.loaded, self.sampling)
-        choose = Choice(chooser, target, batched=batched_reads(self.loaded.device))
+        batched = batched_reads(self.loaded.device)
+        choose = Choice(chooser, target, batched=batched, walk=walk_ahead, clock=clock)
         cache = kv.new_cache(self.loaded.model)
+        layout, tree = TreeLayout(), DraftTree()
         pending = prompt + tape.take_forced()
+        clock.setup()
         prefill = True
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("edit cancelled")
-            graph = draft(tape, drafter, pending, self.budget)
-            clock.host()
+            draft(tape, drafter, pending, self.budget, tree)
+            clock.host("draft")
             past = kv.cache_length(cache)
-            logits = self.verify(tape, cache, graph, len(pending), prefill=prefill)
-            clock.forward(prefill=prefill)
-            path, pending = accept(tape, graph, logits, choose, len(pending), limit)
-            clock.host()
-            keep_path(self.loaded.model, cache, past, graph, path, self.loaded.device)
+            logits = verify_draft(
+                self.loaded, cache, tree, len(pending), layout, clock, prefill=prefill
+            )
+            tape.stats.forwards += not prefill
+            tape.stats.drafted_tokens += len(tree) - len(pending)
+            path, pending = accept(tape, tree, logits, choose, len(pending), limit)
+            clock.host("accept")
+            keep_path(self.loaded.model, cache, past, tree, path, self.loaded.device)
             clock.forward(prefill=prefill)
             prefill = False
             if on_progress is not None:
                 on_progress(tape.progress())
+            clock.host("bookkeeping")
+            clock.next_forward()
             if tape.finished:
                 break
+        resolved = tape.resolver
         tape.stats.wall_s = time.perf_counter() - start
-        return DecodeResult(tape.resolver.program, tape.resolver.text, tape.stats)
-
-    def verify(
-        self, tape: ProgramTape, cache: Any, graph: DraftGraph, known: int, *, prefill: bool
-    ) -> Logits:
-        """Step 2: ONE forward over the graph; the next-token logits of its nodes. A graph
-        that is only the known chain is fed as a plain sequence."""
-        model, device = self.loaded.model, self.loaded.device
-        if len(graph) == known:
-            logits: Logits = {known - 1: kv.append(model, cache, graph.tokens, device)}
-        else:
-            logits = NodeLogits(model, verify_graph(model, cache, graph, device), graph)
-        tape.stats.forwards += not prefill
-        tape.stats.drafted_tokens += len(graph) - known
-        return logits
+        return DecodeResult(resolved.program, resolved.text, tape.stats)
 
 
-def draft(tape: ProgramTape, drafter: ProgramDrafter, known: list[int], budget: int) -> DraftGraph:
-    """Step 1: the ``known`` tokens as a chain, the drafts of the program's continuation
-    below it, pruned to ``budget`` drafted nodes."""
-    graph = chain(known)
-    if budget and len(known) <= MAX_CHAIN_WITH_DRAFTS and not tape.finished:
-        drafter.grow(graph, len(graph) - 1, tape.matcher.ops, tape.op_prefix(), budget)
-    return prune(graph, budget, required=len(known))
+def draft(
+    tape: Tape, drafter: ProgramDrafter, known: list[int], budget: int, tree: DraftTree
+) -> None:
+    """Step 1, into ``tree``: the ``known`` tokens as a chain, the drafts of the program's
+    continuation below it, pruned to ``budget`` drafted nodes."""
+    grow = bool(budget) and len(known) <= MAX_CHAIN_WITH_DRAFTS and not tape.finished
+    ops = tape.matcher if isinstance(tape, NativeTape) else tape.matcher.ops
+    drafter.draft(known, ops, tape.op_prefix(), budget, tree, grow=grow)
 
 
 def accept(
-    tape: ProgramTape,
-    graph: DraftGraph,
+    tape: Tape,
+    graph: Any,
     logits: Logits,
     choose: Choice,
     known: int,
@@ -333,6 +282,15 @@ def accept(
     """Step 3: walk down from the end of the known chain, the tape deciding as the model
     chooses and taking every forced literal and copied text; returns the accepted path
     (graph nodes, chain included) and the tape's tokens the next forward must feed."""
+    if isinstance(tape, NativeTape):
+        path, pending = tape.accept(
+            graph,
+            known,
+            limit,
+            lambda node: choose(tape, graph, logits, node, limit),
+            choose.target,
+        )
+        return path.tolist(), pending
     node = known - 1
     path = list(range(known))
     while not tape.finished:
@@ -346,7 +304,7 @@ def accept(
             break
         for index, following in enumerate(written):
             child = graph.child(node, following)
-            if child is None:
+            if child is None or child < 0:
                 return path, written[index:]
             node = child
             path.append(node)
@@ -363,33 +321,39 @@ def replay_forced(
     prior: ProgramPrior | None = None,
     subline: bool = False,
     prompt_tokens: int = 0,
+    clock: Callable[[str], None] | None = None,
 ) -> DecodeStats:
     """Forced-program decoding without a model: acceptance against a forced program needs no
     logits, so the draft and accept steps run alone and count the forwards the decoder would
     take (exactly those of ``Decoder.edit(..., program=program)`` after a prompt of
-    ``prompt_tokens``). What calibration and the sub-line oracle price programs with."""
+    ``prompt_tokens``). What calibration, the sub-line oracle and ``bench.rewrite --replay``
+    price programs with. ``clock``, when given, is called after each step with its kind
+    (``draft``, ``accept``, then ``forward`` once a forward's work is done), so the host
+    work can be timed as the decoder does it."""
     doc = Document(document)
     subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-    tape = ProgramTape(index, encode, doc, subline=subline)
-    drafter = ProgramDrafter(index, encode, doc, subline=subline, prior=prior)
-    choose = Choice(None, format_program(program).encode("utf-8"))
+    source = token_source(encode, doc, literal_tokens(index))
+    tape = NativeTape(index, doc, source, subline=subline)
+    drafter = ProgramDrafter(index, encode, doc, subline=subline, prior=prior, source=source)
+    target = format_program(program).encode("utf-8")
+    tree = DraftTree()
     pending = [-1] * prompt_tokens + tape.take_forced()
     prefill = True
+    if clock is not None:
+        clock("setup")
     while not tape.finished:
-        graph = draft(tape, drafter, pending, budget)
+        draft(tape, drafter, pending, budget, tree)
+        if clock is not None:
+            clock("draft")
         known = len(pending)
-        _, pending = accept(tape, graph, _Unread(), choose, known, 1 << 30)
+        _, pending = tape.accept(tree, known, 1 << 30, None, target)
         tape.stats.forwards += not prefill
-        tape.stats.drafted_tokens += len(graph) - known
+        tape.stats.drafted_tokens += len(tree) - known
         prefill = False
+        if clock is not None:
+            clock("accept")
+            clock("forward")
     return tape.stats
-
-
-class _Unread(dict):
-    """Logits nobody reads: forced mode chooses from the program."""
-
-    def __missing__(self, node: int) -> None:
-        return None
 
 
 def decode_forced(

@@ -76,7 +76,18 @@ class ProgramPrior:
     going on to the next. ``body_rate``: a drafted token of a gen body is accepted, given its
     predecessor was. ``min_reach``: drafted nodes less likely than this are not verified.
     ``follow_reach``: the ops after a drafted op (and the copied text they need) are drafted
-    only when that op is at least this likely."""
+    only when that op is at least this likely; ``follow_ops``: at most this many completed
+    ops per level are followed so; ``follow_discount``: what a node one op further ahead is
+    worth per unit of probability when pruning (finishing the op in progress, say every digit
+    of its end line, comes before guessing the ops after it).
+
+    How a gen body's line goes on (the shares of the guesses, before they are normalised):
+    ``line_shares`` for rewriting the line the output has reached and the one after it;
+    ``resume_shares`` for rejoining that line after the change, by a tail of at least 6
+    bytes and by a shorter one; ``skip_shares`` for going on in it after replacing as many
+    bytes as were written, 0, 1, 2 or 3 bytes, one fewer and one more; ``anchor_share`` for
+    going on after the written tail's nearest other occurrence in the document;
+    ``repeat_share`` for repeating what followed it in the program's own gens."""
 
     next_op: dict[str, dict[str, float]] = field(
         default_factory=lambda: {
@@ -100,6 +111,15 @@ class ProgramPrior:
     body_rate: float = 0.9
     min_reach: float = 0.001
     follow_reach: float = 0.01
+    follow_ops: int = 3
+    follow_discount: float = 0.3
+    line_shares: list[float] = field(default_factory=lambda: [0.8, 0.2])
+    resume_shares: list[float] = field(default_factory=lambda: [0.7, 0.35])
+    skip_shares: list[float] = field(
+        default_factory=lambda: [0.2, 0.05, 0.05, 0.03, 0.03, 0.05, 0.05]
+    )
+    anchor_share: float = 0.15
+    repeat_share: float = 0.15
 
     def __post_init__(self) -> None:
         for previous, kinds in self.next_op.items():
@@ -112,11 +132,19 @@ class ProgramPrior:
         if len(self.start_offsets) != 2 * START_REACH + 1:
             raise DraftConfigError(f"program.start_offsets: need {2 * START_REACH + 1} values")
         tables = (*self.start_offsets, *self.skip_lengths, *self.copy_lengths)
-        shares = (self.to_end, self.gen_close, self.body_rate, *tables)
+        guesses = (*self.line_shares, *self.resume_shares, *self.skip_shares)
+        shares = (self.to_end, self.gen_close, self.body_rate, self.follow_discount, *tables)
+        shares += (*guesses, self.anchor_share, self.repeat_share)
         if not all(0.0 <= p <= 1.0 for p in shares) or sum(self.start_offsets) > 1.0:
             raise DraftConfigError("program: probabilities must be in [0, 1]")
         if not 0.0 <= self.min_reach <= self.follow_reach <= 1.0:
             raise DraftConfigError("program: need 0 <= min_reach <= follow_reach <= 1")
+        if self.follow_ops < 0:
+            raise DraftConfigError("program.follow_ops: must not be negative")
+        sizes = {"line_shares": 2, "resume_shares": 2, "skip_shares": 7}
+        for name, size in sizes.items():
+            if len(getattr(self, name)) != size:
+                raise DraftConfigError(f"program.{name}: need {size} values")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProgramPrior:
@@ -137,6 +165,10 @@ class ProgramPrior:
                     }
                 elif isinstance(value, list):
                     values[key] = [float(x) for x in value]
+                elif key == "follow_ops":
+                    if isinstance(value, float) and not value.is_integer():
+                        raise ValueError("follow_ops must be a whole number")
+                    values[key] = int(value)
                 else:
                     values[key] = float(value)
             return cls(**values)

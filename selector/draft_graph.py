@@ -1,4 +1,7 @@
-"""Candidates merged into one draft graph, pruned to a budget, verified in ONE forward.
+"""Candidates merged into one draft graph, pruned to a budget, verified in ONE forward: the
+Python reference of the native draft tree (``cad.grammar._native.DraftTree``, which the
+decoders build). Calibration's offline replays (``cad.training.calibrate``) and the tests
+that hold the native tree and drafters equal to it use this module.
 
 The graph is a prefix tree rooted at the token about to be fed (the model's last choice):
 candidates that share a prefix share its nodes, so a common prefix is stored and verified
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 
 from cad.selector.draft_config import DraftConfig
 from cad.selector.drafting import Candidate
+from cad.selector.speculation import MAX_CHAIN_WITH_DRAFTS
 
 
 @dataclass
@@ -65,6 +69,21 @@ class DraftGraph:
     def child(self, node: int, token: int) -> int | None:
         """The child of ``node`` drafting ``token``, if any."""
         return self.children[node].get(token)
+
+    def token(self, node: int) -> int:
+        """The token of ``node``."""
+        return self.tokens[node]
+
+    def child_tokens(self, node: int) -> list[int]:
+        """The tokens drafted below ``node``, first drafted first."""
+        return list(self.children[node])
+
+    def first_children(self, node: int, limit: int) -> list[int]:
+        """``node`` and the chain of first children below it, at most ``limit`` nodes."""
+        chain = [node]
+        while len(chain) < limit and self.children[chain[-1]]:
+            chain.append(next(iter(self.children[chain[-1]].values())))
+        return chain
 
     def document_index(self, node: int) -> int | None:
         """The document index the node's token was drafted from (its best source that took
@@ -182,3 +201,14 @@ def prune(graph: DraftGraph, budget: int, min_reach: float = 0.0, required: int 
         kept.origins[new] = list(graph.origins[node])
         offer(graph.children[node], new)
     return kept
+
+
+def draft_tree(
+    known: list[int], candidates: list[Candidate], config: DraftConfig, copying: bool
+) -> DraftGraph:
+    """The ``known`` tokens (the prompt, or the model's last choice) as a chain, the
+    candidates merged below it, pruned to the budget: one forward's tree in rewrite mode."""
+    graph = chain(known)
+    if len(known) <= MAX_CHAIN_WITH_DRAFTS:
+        extend_graph(graph, candidates, config, copying=copying, max_depth=config.budget + 1)
+    return prune(graph, config.budget, config.min_reach, required=len(known))

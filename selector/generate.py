@@ -40,6 +40,7 @@ def generate_constrained(
     cache = kv.new_cache(loaded.model)
     chooser = TokenChooser.for_model(loaded, sampling)
     clock = PhaseClock(loaded, stats)
+    clock.setup()
     logits = kv.prefill(loaded.model, cache, prompt, loaded.device)
     clock.forward(prefill=True)
     output = bytearray()
@@ -59,17 +60,21 @@ def generate_constrained(
             stats.truncated = True
             break
         if token is not None:
-            clock.host()
+            clock.host("mask")
+            clock.next_forward()
             logits = kv.decode_one(loaded.model, cache, token, loaded.device)
             clock.forward()
             stats.forwards += 1
+        clock.host("mask")
         token = chooser.choose(logits)
+        clock.choose()
         if token == eos:
             break
         if not matcher.accept_token(token):
             raise RuntimeError(f"token {token} was in the mask but the matcher rejected it")
         output.extend(vocabulary.token_bytes[token] or b"")
         stats.generated_tokens += 1
-    clock.host()
+    clock.host("accept")
+    clock.next_forward()
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(None, output.decode("utf-8", errors="replace"), stats)

@@ -2,7 +2,8 @@
 
 ``prefill`` runs the prompt, ``decode_one`` feeds one chosen token, and ``append`` feeds many
 known tokens at once — a copy's forced closing literal and the copied text — in ONE parallel
-forward, keeping logits only for the last position.
+forward, keeping logits only for the last position; ``feed`` feeds known tokens whose logits
+nobody reads.
 
 A model with a static-cache runtime installed (:mod:`cad.selector.runtime`, ``--compile``)
 gets static caches from ``new_cache``, and every function here runs such a cache through
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from cad.selector.runtime import StaticCache, installed
+from cad.selector.static_forward import MAX_TREE
 
 
 def new_cache(model: Any) -> Any:
@@ -39,6 +41,20 @@ def append(model: Any, cache: Any, token_ids: list[int], device: torch.device) -
     ids = torch.tensor([token_ids], dtype=torch.long, device=device)
     out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     return out.logits[0, -1].float()
+
+
+@torch.inference_mode()
+def feed(model: Any, cache: Any, token_ids: list[int], device: torch.device) -> None:
+    """Feed ``token_ids`` after the cached sequence without projecting any logits: a chain
+    whose next-token logits nobody reads (the known tokens before a draft tree's root, the
+    tokens a forced baseline verifies)."""
+    if isinstance(cache, StaticCache):
+        for first in range(0, len(token_ids), MAX_TREE):
+            piece = token_ids[first : first + MAX_TREE]
+            cache.runtime.verify_tree(cache, piece, list(range(-1, len(piece) - 1)))
+        return
+    ids = torch.tensor([token_ids], dtype=torch.long, device=device)
+    model.get_decoder()(input_ids=ids, past_key_values=cache, use_cache=True)
 
 
 def prefill(model: Any, cache: Any, prompt_ids: list[int], device: torch.device) -> torch.Tensor:

@@ -25,10 +25,11 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from cad.selector import compile_cache
@@ -65,6 +66,15 @@ __all__ = [
     "installed",
     "uninstall",
 ]
+
+
+def in_place(nodes: Sequence[int]) -> int:
+    """How many leading nodes of a kept path are already where the path puts them (node
+    ``i`` at position ``i``: the chain before a tree, and first children below it)."""
+    start = 0
+    while start < len(nodes) and nodes[start] == start:
+        start += 1
+    return start
 
 
 def bucket(size: int) -> int:
@@ -289,13 +299,13 @@ class StaticRuntime:
         self,
         tensors: CacheTensors,
         key: Hashable,
-        ints: list[int],
+        ints: list[int] | np.ndarray,
         body: Callable[[torch.Tensor], T],
     ) -> T:
         """Run ``body`` on ``ints`` as a device tensor: replayed from the graph of ``key``
         on these tensors, or eagerly. Time spent capturing or compiling is added to
         :attr:`capture_s`; after a call that compiled something the artifacts are saved."""
-        host = torch.tensor(ints, dtype=torch.long)
+        host = torch.as_tensor(ints, dtype=torch.long)
         compiled = compiled_graphs() if self.compiled else 0
         if self.graphs is not None:
             result, captured = self.graphs.run(tensors.graphs, key, host, body)
@@ -342,15 +352,15 @@ class StaticRuntime:
 
     @torch.inference_mode()
     def verify_tree(
-        self, cache: StaticCache, tokens: list[int], parents: list[int]
+        self, cache: StaticCache, tokens: Sequence[int], parents: Sequence[int]
     ) -> torch.Tensor:
         """Feed a tree of tokens (``parents[i] < i``, ``-1`` for a root) after the cache in
         one forward; returns the final hidden states ``(n, hidden)``. The cache then holds
-        every node after the prefix, in order (see :meth:`keep`)."""
+        every node after the prefix, in order (see :meth:`keep`). ``tokens`` and ``parents``
+        may be lists or int64 arrays (a draft tree's layout)."""
         size = len(tokens)
         padded = bucket(size)
         self.reserve(cache, padded)
-        pad = padded - size
         window = window_size(cache.length + padded, cache.capacity)
         keys, values = cache.tensors.window(window)
 
@@ -358,7 +368,11 @@ class StaticRuntime:
             nodes, links, start = packed[:padded][None], packed[padded:-1], packed[-1]
             return self._forward(self.parts, keys, values, nodes, start, links)
 
-        ints = [*tokens, *[0] * pad, *parents, *[-1] * pad, cache.length]
+        ints = np.zeros(2 * padded + 1, dtype=np.int64)
+        ints[:size] = tokens
+        ints[padded : padded + size] = parents
+        ints[padded + size : 2 * padded] = -1
+        ints[-1] = cache.length
         hidden = self._launch(cache.tensors, ("tree", padded, window), ints, body)
         cache.length += size
         return self._owned(hidden[:size])
@@ -371,18 +385,22 @@ class StaticRuntime:
     @torch.inference_mode()
     def keep(self, cache: StaticCache, past: int, nodes: list[int]) -> None:
         """Leave ``past`` cached positions followed by the tree nodes ``nodes`` (a path of the
-        tree fed last, root first): their keys and values move down in place."""
+        tree fed last, root first): their keys and values move down in place. The path's
+        leading nodes already in place (a chain fed before the tree) stay where they are."""
         size = len(nodes)
-        if nodes != list(range(size)):
-            padded = bucket(size)
-            rest = range(past + size, past + padded)
-            window = window_size(past + max(padded, max(nodes) + 1), cache.capacity)
+        start = in_place(nodes)
+        if start < size:
+            moving = nodes[start:]
+            padded = bucket(len(moving))
+            base = past + start
+            rest = range(past + size, base + padded)
+            window = window_size(max(base + padded, past + max(moving) + 1), cache.capacity)
             keys, values = cache.tensors.window(window)
 
             def body(packed: torch.Tensor) -> None:
                 self._compact(keys, values, packed[:padded], packed[padded:])
 
-            ints = [*(past + n for n in nodes), *rest, *range(past, past + padded)]
+            ints = [*(past + n for n in moving), *rest, *range(base, base + padded)]
             self._launch(cache.tensors, ("keep", padded, window), ints, body)
         cache.length = past + size
 

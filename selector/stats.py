@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from cad.resolver import Program
+
+HOST_PARTS = ("draft", "layout", "mask", "accept", "bookkeeping")
+"""The host's work per forward, by kind: drafting the tree, laying it out for the forward
+(tokens, parents, positions, the attention mask), filling grammar masks, walking the
+accepted path, and the rest (the tape's record, progress, the cache's kept path indices)."""
 
 
 @dataclass(frozen=True)
@@ -25,11 +30,18 @@ class DecodeStats:
     the draft-tree nodes verified beside the known tokens.
 
     Times are seconds by phase: ``prefill_s`` the prompt's forward (and keeping its accepted
-    path), ``decode_s`` every forward after it (and keeping accepted paths), ``host_s``
-    the host's share (drafting, masks and acceptance, with the token choices they wait for),
-    ``capture_s`` capturing CUDA graphs and compiling, at the first use of a shape (taken
-    out of the forward it happened in), ``wall_s`` the whole decode. On a GPU each phase
-    ends with a synchronisation, so forwards are timed as GPU work, not kernel launches."""
+    path), ``decode_s`` every forward after it (and keeping accepted paths), ``choose_s``
+    the model's token choices on the logits (projection, mask applied, argmax or sample: the
+    device's work acceptance waits for), ``capture_s`` capturing CUDA graphs and compiling,
+    at the first use of a shape (taken out of the forward it happened in), ``setup_s`` the
+    host's work before the first forward (the prompt, the drafter's indexes), ``wall_s`` the
+    whole decode. On a GPU each device phase ends with a synchronisation, so forwards are
+    timed as GPU work, not kernel launches.
+
+    ``host_s`` is the host's work around the forwards, the sum of ``draft_s``, ``layout_s``,
+    ``mask_s``, ``accept_s`` and ``bookkeeping_s`` (:data:`HOST_PARTS`);
+    ``host_per_forward_s`` splits it by forward (the prompt's first), the samples its
+    percentiles are read from."""
 
     mode: str = "program"
     forwards: int = 0
@@ -47,6 +59,14 @@ class DecodeStats:
     host_s: float = 0.0
     capture_s: float = 0.0
     wall_s: float = 0.0
+    setup_s: float = 0.0
+    choose_s: float = 0.0
+    draft_s: float = 0.0
+    layout_s: float = 0.0
+    mask_s: float = 0.0
+    accept_s: float = 0.0
+    bookkeeping_s: float = 0.0
+    host_per_forward_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""

@@ -14,6 +14,9 @@ namespace py = pybind11;
 
 namespace cad {
 
+// The drafters, the draft tree and the tape that run on the program FSM (bind_drafting.cpp).
+void bind_drafting(py::module_& m);
+
 using program::Kind;
 using program::OpRecord;
 using program::ProgramIndex;
@@ -78,6 +81,7 @@ void bind_program(py::module_& m) {
                                       op.values[3]);
             },
             py::arg("index"));
+    bind_drafting(m);
 }
 
 }  // namespace cad

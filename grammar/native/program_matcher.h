@@ -38,6 +38,9 @@ class ProgramMatcher final : public NativeMatcher {
     std::string forced_bytes() const { return structure_.forced(state_); }
     std::string completion_bytes() const { return structure_.completion(state_); }
     const std::string& text() const { return text_; }
+    // The FSM state: what every continuation depends on (the drafter keys its token cache
+    // by it).
+    const State& state() const { return state_; }
     const std::vector<OpRecord>& ops() const { return ops_; }
 
   private:

@@ -219,13 +219,23 @@ std::optional<Step> Structure::step(const State& state, uint8_t byte) const {
 }
 
 std::optional<Step> Structure::await_step(const State& state, uint8_t byte) const {
-    std::string grown = kOpenerText[state.opener].substr(0, state.length);
-    grown.push_back(static_cast<char>(byte));
+    // The prefix read so far is kOpenerText[state.opener] cut to state.length; grown by
+    // ``byte`` it is compared with each opener in place (no string is built: the drafter and
+    // the forced-literal search step here for every byte they try).
+    const std::string& read = kOpenerText[state.opener];
+    const size_t length = state.length;
+    const auto grows_into = [&](const std::string& text) {
+        return text.size() > length && text.compare(0, length, read, 0, length) == 0 &&
+               static_cast<uint8_t>(text[length]) == byte;
+    };
     bool prefix_of_enabled = false;
+    int first_grown = -1;
     for (int opener = 0; opener < kOpeners; ++opener) {
+        if (!grows_into(kOpenerText[opener])) continue;
+        if (first_grown < 0) first_grown = opener;
         if (!enabled_[opener]) continue;
         const std::string& text = kOpenerText[opener];
-        if (text == grown) {
+        if (text.size() == length + 1) {
             switch (opener) {
                 case GenOpen:
                     return Step{gen_state(0, 0), false};
@@ -237,12 +247,13 @@ std::optional<Step> Structure::await_step(const State& state, uint8_t byte) cons
                     return Step{number_state(Kind::Span, 0, {}, 0, 0), false};
             }
         }
-        if (text.size() > grown.size() && text.compare(0, grown.size(), grown) == 0) {
-            prefix_of_enabled = true;
-        }
+        prefix_of_enabled = true;
     }
     if (!prefix_of_enabled) return std::nullopt;
-    return Step{await_state(grown), false};
+    State next;
+    next.opener = static_cast<uint8_t>(first_grown);
+    next.length = static_cast<uint8_t>(length + 1);
+    return Step{next, false};
 }
 
 std::optional<Step> Structure::number_step(const State& state, uint8_t byte) const {
@@ -278,13 +289,30 @@ std::optional<State> Structure::walk(State state, const char* data, size_t size,
 
 std::string Structure::forced(State state) const {
     std::string forced;
-    while (state.mode != Mode::Gen) {
+    // Only these bytes can ever step a state of each mode: an opener's next byte, a digit or
+    // a number's delimiter, the literal's next byte (a gen body ends the search; nothing
+    // follows the end).
+    static const std::string kNumberBytes = "0123456789-:\"";
+    std::string candidates;
+    while (state.mode != Mode::Gen && state.mode != Mode::End) {
+        candidates.clear();
+        if (state.mode == Mode::Number) {
+            candidates = kNumberBytes;
+        } else if (state.mode == Mode::Literal) {
+            candidates.push_back(kLiteralText[static_cast<int>(state.literal)][state.length]);
+        } else {
+            for (const std::string& text : kOpenerText) {
+                if (text.size() > state.length) candidates.push_back(text[state.length]);
+            }
+        }
         int options = 0;
         uint8_t only = 0;
-        for (int byte = 0; byte < 256 && options < 2; ++byte) {
-            if (step(state, static_cast<uint8_t>(byte))) {
+        for (size_t i = 0; i < candidates.size() && options < 2; ++i) {
+            const auto byte = static_cast<uint8_t>(candidates[i]);
+            if (candidates.find(static_cast<char>(byte)) != i) continue;
+            if (step(state, byte)) {
                 ++options;
-                only = static_cast<uint8_t>(byte);
+                only = byte;
             }
         }
         if (options != 1) break;

@@ -86,8 +86,10 @@ def test_benchmark_writes_table_and_json_and_replays_the_same_forwards(
         assert row["program"]["forwards"] < row["program-sequential"]["forwards"]
         assert row["program-subline"]["forwards"] <= row["program"]["forwards"]
         assert all(row[name]["wall_s"] > 0 for name in METHODS)
+        assert all(len(row[name]["host_s"]) == row[name]["forwards"] + 1 for name in METHODS)
     table = out["md"].read_text().splitlines()
     assert len(table) == 4 + len(METHODS)
+    assert "host ms/fwd p50 / p90" in table[2]
     assert table[8].startswith("| rewrite + draft graph (small config: budget 4, min reach 0)")
     assert "÷ rewrite" in table[2]
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
@@ -98,3 +100,6 @@ def test_benchmark_writes_table_and_json_and_replays_the_same_forwards(
         assert {m: counted[m]["forwards"] for m in METHODS} == {
             m: measured[m]["forwards"] for m in METHODS
         }
+    for name in METHODS[1:]:
+        host = replayed["summary"][name]["host_ms"]
+        assert 0 < host["p50"] <= host["p90"]

@@ -110,6 +110,24 @@ def test_document_too_long_for_the_context(tiny_qwen, monkeypatch) -> None:
         Decoder(tiny_qwen).edit("word " * 400, INSTRUCTION)
 
 
+def test_context_error_reports_the_tokens_the_edit_needs(tiny_qwen, monkeypatch) -> None:
+    from cad.resolver import Document
+    from cad.selector.prompt import program_prompt
+
+    monkeypatch.setattr(type(tiny_qwen), "context_length", property(lambda self: 256))
+    document = "word " * 400
+    decoder = Decoder(tiny_qwen)
+    prompt = len(program_prompt(tiny_qwen.tokenizer, Document(document), INSTRUCTION))
+    copy = len(decoder.encode(document))
+    needed = prompt + copy + decoder.budget + 16
+    message = (
+        f"needs about {needed} tokens of context \\({prompt} of prompt, {copy} for a copy of "
+        f"the document, {decoder.budget} of draft tree and 16 to write\\)"
+    )
+    with pytest.raises(ContextTooLongError, match=message):
+        decoder.edit(document, INSTRUCTION)
+
+
 def test_out_of_range_forced_program_is_refused_before_decoding(tiny_qwen) -> None:
     with pytest.raises(ValueError, match="out of range"):
         Decoder(tiny_qwen).edit("a\n", INSTRUCTION, program=Program((CopyLines(1, 2),)))

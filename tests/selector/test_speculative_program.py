@@ -4,6 +4,7 @@ whatever the drafts, in fewer forwards."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 import torch
@@ -14,9 +15,10 @@ from cad.selector import Decoder, Sampling, kv
 from cad.selector.decoder import Choice, replay_forced
 from cad.selector.draft_config import load_draft_config
 from cad.selector.program_drafting import ProgramDrafter
+from cad.selector.program_growth import ReferenceProgramDrafter
 from cad.selector.prompt import program_prompt
 from cad.selector.sampling import TokenChooser
-from cad.selector.tape import ProgramTape
+from cad.selector.tape import NativeTape, ProgramTape
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -52,15 +54,34 @@ def one_token_per_forward(
 
 @pytest.fixture
 def decided_tokens(monkeypatch) -> list[int]:
-    """Every token a ``ProgramTape`` is told the model decided, in order."""
+    """Every token the model decided, in order: those a ``ProgramTape`` is told (the
+    one-token-per-forward reference decides through it), and those on the record of the
+    decoder's native tape once an edit returns (its walk decides in native code)."""
     seen: list[int] = []
     original = ProgramTape.decide
+    new_tape, edit = Decoder.new_tape, Decoder.edit
+    tapes: list[NativeTape] = []
 
     def decide(self: ProgramTape, token: int) -> None:
         seen.append(token)
         original(self, token)
 
+    def recorded_tape(self: Decoder, *args: Any, **options: Any) -> Any:
+        tape = new_tape(self, *args, **options)
+        if isinstance(tape, NativeTape):
+            tapes.append(tape)
+        return tape
+
+    def recorded_edit(self: Decoder, *args: Any, **options: Any) -> Any:
+        tapes.clear()
+        result = edit(self, *args, **options)
+        for tape in tapes:
+            seen.extend(tape.decided_tokens())
+        return result
+
     monkeypatch.setattr(ProgramTape, "decide", decide)
+    monkeypatch.setattr(Decoder, "new_tape", recorded_tape)
+    monkeypatch.setattr(Decoder, "edit", recorded_edit)
     return seen
 
 
@@ -244,31 +265,51 @@ def _index_and_encoder(tokenizer):
     return ProgramTokenIndex.for_tokenizer(tokenizer, len(tokenizer)), encode
 
 
-def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer) -> None:
-    from cad.resolver import CopyLines
+DRAFTERS = ["native", "reference"]
+
+
+def _drafter(kind: str, index, encode, document: Document):
+    """The decoder's native program drafter, or the Python reference."""
+    make = ProgramDrafter if kind == "native" else ReferenceProgramDrafter
+    return make(index, encode, document)
+
+
+def _grown_paths(kind: str, drafter, start: list[int], budget: int, tokenizer) -> tuple:
+    """Every root-to-node path's text of a tree grown below ``start``, and the reaches."""
+    from cad.grammar._native import DraftTree
     from cad.selector.draft_graph import chain
+
+    if kind == "native":
+        tree = DraftTree()
+        tree.assign_chain(start)
+    else:
+        tree = chain(start)
+    drafter.grow(tree, len(start) - 1, (), b"<", budget=budget)
+    tokens = list(tree.tokens)
+    paths = [tokenizer.decode([tokens[n] for n in tree.path(node)]) for node in range(len(tree))]
+    return paths, list(tree.reach)
+
+
+@pytest.mark.parametrize("kind", DRAFTERS)
+def test_drafts_follow_a_copy_with_its_text_and_the_next_op(qwen2_tokenizer, kind: str) -> None:
+    from cad.resolver import CopyLines
 
     document = Document("".join(f"line {i}\n" for i in range(1, 9)))
     index, encode = _index_and_encoder(qwen2_tokenizer)
 
-    drafter = ProgramDrafter(index, encode, document)
+    drafter = _drafter(kind, index, encode, document)
     proposals = drafter.proposals((CopyLines(1, 3),), b"<")
     best = max(proposals, key=lambda p: p.mass)
     assert best.text.startswith(b"<gen>line 4\n")
     ends = {p.op.end for p in drafter.proposals((), b'<copy lines="1-')}
     assert ends == set(range(1, 9))
-    graph = chain(encode("<"))
-    drafter.grow(graph, 0, (), b"<", budget=400)
-    paths = [
-        qwen2_tokenizer.decode([graph.tokens[n] for n in graph.path(node)])
-        for node in range(len(graph))
-    ]
+    paths, reach = _grown_paths(kind, drafter, encode("<"), 400, qwen2_tokenizer)
     assert any(path.startswith('<copy lines="1-8"/>\nline 1\nline 2\n') for path in paths)
     assert '<copy lines="1-8"/>\n' + document.text + "</program>" in paths
     assert any(
         path.startswith('<copy lines="1-2"/>\nline 1\nline 2\n<gen>line 3') for path in paths
     )
-    assert all(0.0 <= reach <= 1.0 for reach in graph.reach)
+    assert all(0.0 <= value <= 1.0 for value in reach)
 
 
 def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_tokenizer) -> None:
@@ -290,13 +331,14 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
     assert forwards[-1] - forwards[0] <= 2
 
 
-def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer) -> None:
+@pytest.mark.parametrize("kind", DRAFTERS)
+def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer, kind: str) -> None:
     from cad.resolver import CopyLines
 
     document = Document("def f(p, d):\n    p*= p*d\n    return p\n")
     index, encode = _index_and_encoder(qwen2_tokenizer)
 
-    drafter = ProgramDrafter(index, encode, document)
+    drafter = _drafter(kind, index, encode, document)
     proposals = drafter.proposals((CopyLines(1, 1),), b"<gen>    p=")
     best = max(proposals, key=lambda p: p.mass)
     assert best.text.startswith(b"<gen>    p= p*d\n")
