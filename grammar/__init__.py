@@ -9,6 +9,7 @@ from cad.grammar.bitmask import (
 )
 from cad.grammar.cfg import CfgMatcher, CompiledGrammar, GrammarError, compile, fill_masks
 from cad.grammar.matcher import Matcher
+from cad.grammar.multi_matcher import MultiProgramMatcher
 from cad.grammar.program_matcher import ProgramMatcher, ProgramTokenIndex
 from cad.grammar.vocab import Vocabulary
 
@@ -17,6 +18,7 @@ __all__ = [
     "CompiledGrammar",
     "GrammarError",
     "Matcher",
+    "MultiProgramMatcher",
     "ProgramMatcher",
     "ProgramTokenIndex",
     "Vocabulary",

@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kMaxDigitToken = 18;
 constexpr char kMagic[8] = {'C', 'A', 'D', 'P', 'I', 'D', 'X', '\0'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 
 uint64_t pow10(int exponent) {
     uint64_t result = 1;
@@ -191,6 +191,7 @@ ProgramIndex::ProgramIndex(const TokenTrie& trie) : table_(trie.shared_table()) 
             walk_subtree(trie, 0, walker.start(*start), walker, frames);
         }
     }
+    build_multi(trie, digit_token);
 }
 
 void ProgramIndex::fill(const Structure& structure, const State& state, uint32_t* row) const {
@@ -203,7 +204,7 @@ void ProgramIndex::fill(const Structure& structure, const State& state, uint32_t
     entry.fixed.write(row);
     if (state.mode == Mode::Number) {
         const auto [low, high] = structure.bounds(state.kind, state.field_count, state.values);
-        add_digit_tokens(row, state, low, high);
+        add_digit_tokens(row, state.digit_count, state.digits, low, high);
     }
     for (int32_t id : entry.dynamic) {
         const std::string_view bytes = table_->token(id);
@@ -211,18 +212,18 @@ void ProgramIndex::fill(const Structure& structure, const State& state, uint32_t
     }
 }
 
-void ProgramIndex::add_digit_tokens(uint32_t* row, const State& state, uint64_t low,
-                                    uint64_t high) const {
+void ProgramIndex::add_digit_tokens(uint32_t* row, int digit_count, uint64_t digits,
+                                    uint64_t low, uint64_t high) const {
     if (low > high) return;
     const int width = decimal_length(high);
-    const uint64_t base = state.digit_count ? state.digits : 0;
+    const uint64_t base = digit_count ? digits : 0;
     for (const DigitGroup& group : digit_groups_) {
-        const int total = state.digit_count + group.length;
+        const int total = digit_count + group.length;
         if (total > width) continue;
         const uint64_t shift = base * pow10(group.length);
         // Without digits read yet, a leading zero is not allowed.
         uint64_t smallest = 0;
-        if (state.digit_count == 0) smallest = group.length == 1 ? 1 : pow10(group.length - 1);
+        if (digit_count == 0) smallest = group.length == 1 ? 1 : pow10(group.length - 1);
         for (int extra = 0; extra <= width - total; ++extra) {
             const uint64_t scale = pow10(extra);
             const uint64_t grown_low = low / scale;
@@ -255,6 +256,13 @@ std::string ProgramIndex::serialize() const {
             writer.put(static_cast<uint32_t>(entry.dynamic.size()));
             writer.put_all(entry.dynamic);
         }
+    }
+    for (const ShapeEntry& entry : multi_) {
+        writer.put(static_cast<uint8_t>(entry.present));
+        if (!entry.present) continue;
+        writer.put_all(entry.fixed.words);
+        writer.put(static_cast<uint32_t>(entry.dynamic.size()));
+        writer.put_all(entry.dynamic);
     }
     writer.put(static_cast<uint32_t>(digit_groups_.size()));
     for (const DigitGroup& group : digit_groups_) {
@@ -296,6 +304,13 @@ ProgramIndex::ProgramIndex(std::shared_ptr<const TokenTable> table, const std::s
             reader.get_all(entry.dynamic, reader.get<uint32_t>());
             if (!std::all_of(entry.dynamic.begin(), entry.dynamic.end(), valid_id)) Reader::fail();
         }
+    }
+    for (ShapeEntry& entry : multi_) {
+        entry.present = reader.get<uint8_t>() != 0;
+        if (!entry.present) continue;
+        reader.get_all(entry.fixed.words, words);
+        reader.get_all(entry.dynamic, reader.get<uint32_t>());
+        if (!std::all_of(entry.dynamic.begin(), entry.dynamic.end(), valid_id)) Reader::fail();
     }
     digit_groups_.resize(reader.get<uint32_t>());
     for (DigitGroup& group : digit_groups_) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bitmask.h"
+#include "multi_states.h"
 #include "program_states.h"
 #include "token_trie.h"
 
@@ -34,6 +35,8 @@ class ProgramIndex {
 
     // Write the allowed tokens of ``state`` under ``structure`` into ``row``.
     void fill(const Structure& structure, const State& state, uint32_t* row) const;
+    // The same for the multi-file FSM.
+    void fill(const MultiStructure& structure, const MState& state, uint32_t* row) const;
 
   private:
     struct ShapeEntry {
@@ -49,11 +52,19 @@ class ProgramIndex {
     static int gen_slot(const State& state) {
         return state.pending ? 5 + state.pending : state.matched;
     }
-    void add_digit_tokens(uint32_t* row, const State& state, uint64_t low, uint64_t high) const;
+    void add_digit_tokens(uint32_t* row, int digit_count, uint64_t digits, uint64_t low,
+                          uint64_t high) const;
+    // The multi-file tables (multi_index.cpp): every multi_slot's tokens, walked under
+    // MultiStructure::shape().
+    void build_multi(const TokenTrie& trie, const std::vector<bool>& digit_token);
+    // A path state near the length limit: every token walked.
+    void fill_walking_all(const MultiStructure& structure, const MState& state,
+                          uint32_t* row) const;
 
     std::shared_ptr<const TokenTable> table_;
     std::array<TokenSet, 13> gen_;
     std::array<std::array<ShapeEntry, kShapeSlots>, 4> shapes_;
+    std::array<ShapeEntry, kMultiSlots> multi_;
     std::vector<DigitGroup> digit_groups_;
 };
 

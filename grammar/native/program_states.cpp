@@ -71,26 +71,6 @@ State end_state() {
     return state;
 }
 
-std::optional<std::string> smallest_number_suffix(uint64_t value, int count, uint64_t low,
-                                                  uint64_t high) {
-    if (count == 0) {
-        if (low <= high) return std::to_string(low);
-        return std::nullopt;
-    }
-    if (value < pow10(count - 1) || value > high) return std::nullopt;
-    if (low <= value) return std::string();
-    for (int extra = 1; extra <= decimal_length(high) - count; ++extra) {
-        const unsigned __int128 scale = pow10(extra);
-        const unsigned __int128 smallest = std::max<unsigned __int128>(low, value * scale);
-        const unsigned __int128 largest =
-            std::min<unsigned __int128>(high, (value + 1) * scale - 1);
-        if (smallest <= largest) {
-            return std::to_string(static_cast<uint64_t>(smallest)).substr(count);
-        }
-    }
-    return std::nullopt;
-}
-
 std::string smallest_continuation(uint8_t pending) {
     std::string completion;
     while (pending) {
@@ -148,6 +128,26 @@ bool number_prefix_ok(uint64_t value, int count, uint64_t low, uint64_t high) {
         if (value * scale <= high && (value + 1) * scale - 1 >= low) return true;
     }
     return false;
+}
+
+std::optional<std::string> smallest_number_suffix(uint64_t value, int count, uint64_t low,
+                                                  uint64_t high) {
+    if (count == 0) {
+        if (low <= high) return std::to_string(low);
+        return std::nullopt;
+    }
+    if (value < pow10(count - 1) || value > high) return std::nullopt;
+    if (low <= value) return std::string();
+    for (int extra = 1; extra <= decimal_length(high) - count; ++extra) {
+        const unsigned __int128 scale = pow10(extra);
+        const unsigned __int128 smallest = std::max<unsigned __int128>(low, value * scale);
+        const unsigned __int128 largest =
+            std::min<unsigned __int128>(high, (value + 1) * scale - 1);
+        if (smallest <= largest) {
+            return std::to_string(static_cast<uint64_t>(smallest)).substr(count);
+        }
+    }
+    return std::nullopt;
 }
 
 Structure::Structure(std::vector<uint64_t> widths, bool bounded, bool subline, bool copies)

@@ -94,6 +94,10 @@ class Structure {
 
 std::optional<uint8_t> utf8_step(uint8_t pending, uint8_t byte);
 bool number_prefix_ok(uint64_t value, int digit_count, uint64_t low, uint64_t high);
+// The fewest (then smallest) digits that turn ``value`` (``count`` digits read) into a number in
+// [low, high]; nothing if no number there starts with it.
+std::optional<std::string> smallest_number_suffix(uint64_t value, int count, uint64_t low,
+                                                  uint64_t high);
 int decimal_length(uint64_t value);
 
 }  // namespace cad::program
