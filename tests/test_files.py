@@ -379,6 +379,8 @@ def files(side):
 def child(point):
     if config["handler"] == "raise":
         signal.signal(signum, terminate)
+    elif signum == signal.SIGINT:  # Python's own action, even where the parent ignores it
+        signal.signal(signum, signal.default_int_handler)
     sys.setprofile(hook_stopping_at(point))
     try:
         write_files_atomic({Path(p): t for p, t in files(NEW).items()})

@@ -67,6 +67,8 @@ def refuse_chown(fd, uid, gid):
 def child(point):
     if config["handler"] == "raise":
         signal.signal(signum, terminate)
+    elif signum == signal.SIGINT:  # Python's own action, even where the parent ignores it
+        signal.signal(signum, signal.default_int_handler)
     if config["owner_not_kept"]:
         os.fchown = refuse_chown
     sys.setprofile(hook_stopping_at(point))
