@@ -114,7 +114,8 @@ def test_rewrite_route_writes_the_model_reply(engine) -> None:
 
 def test_cancelling_aborts_the_request(engine) -> None:
     before = heval_pairs("python")[1][0]
-    body = {"document": before, "instruction": INSTRUCTION, "max_new_tokens": 4000, "stream": True}
+    long_edit = forced(before, before + "value = 1\n" * 400)  # a forward per generated token
+    body = {**long_edit, "max_new_tokens": 4000, "stream": True}
     request = urllib.request.Request(
         engine.url + "/v1/cad/edit", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
