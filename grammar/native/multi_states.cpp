@@ -320,19 +320,11 @@ std::string MultiStructure::forced(MState state) const {
                 if (text.size() > state.length) candidates.push_back(text[state.length]);
             }
         }
-        int options = 0;
-        uint8_t only = 0;
-        for (size_t i = 0; i < candidates.size() && options < 2; ++i) {
-            const auto byte = static_cast<uint8_t>(candidates[i]);
-            if (candidates.find(static_cast<char>(byte)) != i) continue;
-            if (step(state, byte)) {
-                ++options;
-                only = byte;
-            }
-        }
-        if (options != 1) break;
-        forced.push_back(static_cast<char>(only));
-        const MStep stepped = *step(state, only);
+        const std::optional<uint8_t> only = only_accepted_byte(
+            candidates, [&](uint8_t byte) { return step(state, byte).has_value(); });
+        if (!only) break;
+        forced.push_back(static_cast<char>(*only));
+        const MStep stepped = *step(state, *only);
         state = stepped.state;
         if (stepped.op_ended) break;
     }

@@ -100,4 +100,18 @@ std::optional<std::string> smallest_number_suffix(uint64_t value, int count, uin
                                                   uint64_t high);
 int decimal_length(uint64_t value);
 
+// The one distinct byte of ``candidates`` that ``steps`` accepts; nothing when none or several
+// do (the forced-literal search of both program FSMs).
+template <class Steps>
+std::optional<uint8_t> only_accepted_byte(const std::string& candidates, Steps steps) {
+    std::optional<uint8_t> only;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        const auto byte = static_cast<uint8_t>(candidates[i]);
+        if (candidates.find(static_cast<char>(byte)) != i || !steps(byte)) continue;
+        if (only) return std::nullopt;
+        only = byte;
+    }
+    return only;
+}
+
 }  // namespace cad::program
