@@ -114,13 +114,19 @@ async function runCommand(page, title) {
   await page.keyboard.press("F1");
   const input = await page.waitForSelector(".quick-input-widget input", { visible: true });
   await input.type(title);
-  await until(`the command "${title}" in the palette`, () =>
-    page.evaluate((wanted) => {
-      const rows = [...document.querySelectorAll(".quick-input-list .monaco-list-row")];
-      return rows.some((row) => row.textContent?.includes(wanted));
-    }, title),
-  );
-  await page.keyboard.press("Enter");
+  // Several commands can match the typed title ("Apply Program…" and "Apply Program to
+  // Files…"), so the row whose label is exactly the title is the one clicked.
+  const row = await until(`the command "${title}" in the palette`, async () => {
+    const rows = await page.$$(".quick-input-list .monaco-list-row");
+    for (const candidate of rows) {
+      const label = await candidate.$eval(".label-name", (name) => name.textContent?.trim() ?? "").catch(() => "");
+      if (label === title) {
+        return candidate;
+      }
+    }
+    return undefined;
+  });
+  await row.click();
 }
 
 /** The text of the visible editor lines (Monaco renders spaces as non-breaking spaces). */
@@ -206,7 +212,7 @@ async function main() {
 
     await page.bringToFront();
     await page.evaluate((program) => navigator.clipboard.writeText(program), PROGRAM);
-    await runCommand(page, "Copy-as-Decode: Apply Program");
+    await runCommand(page, "Copy-as-Decode: Apply Program…");
     await until("the program source choice", () =>
       page.evaluate(() => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent?.includes("From the clipboard"))),
     );
