@@ -267,6 +267,11 @@ class IncrementalMultiResolver:
         return text
 
     @property
+    def is_open(self) -> bool:
+        """Whether a section is open, taking ops."""
+        return self._section is not None
+
+    @property
     def text(self) -> str:
         """The open section's output so far (empty when none is open)."""
         return "".join(self._pieces) if self._section is not None else ""

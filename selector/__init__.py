@@ -7,6 +7,8 @@ from cad.selector.draft_config import DraftConfig, DraftConfigError, load_draft_
 from cad.selector.errors import Cancelled, ContextTooLongError, ModelLoadError
 from cad.selector.generate import generate_constrained
 from cad.selector.loading import DEFAULT_MODEL, LoadedModel, load_model
+from cad.selector.multi_decoder import MultiDecoder, MultiDecodeResult
+from cad.selector.multi_tape import MultiProgramTape, follow_multi_program
 from cad.selector.sampling import Sampling
 from cad.selector.stats import DecodeResult, DecodeStats, Progress
 from cad.selector.tape import ProgramTape, follow_program
@@ -22,10 +24,14 @@ __all__ = [
     "DraftConfigError",
     "LoadedModel",
     "ModelLoadError",
+    "MultiDecodeResult",
+    "MultiDecoder",
+    "MultiProgramTape",
     "ProgramTape",
     "Progress",
     "Sampling",
     "decode_forced",
+    "follow_multi_program",
     "follow_program",
     "generate_constrained",
     "load_draft_config",

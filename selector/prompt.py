@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cad.resolver import Document
+from cad.resolver import Document, Workspace
 
 SYSTEM = (
     "You edit a document by writing a program over its numbered lines. Ops, one per line:\n"
@@ -58,6 +58,51 @@ def program_prompt(
         tokenizer, SYSTEM + (SUBLINE if subline else ""), user_message(document, instruction)
     )
     return tokenizer.encode(text, add_special_tokens=False)
+
+
+MULTI_SYSTEM = (
+    "You edit several files by writing a program over their numbered lines. The files are "
+    "numbered [1], [2], ... as shown. One section per file you change:\n"
+    '<edit file="k">ops</edit> rewrites file k; <create path="p">ops</create> writes a new '
+    'file; <delete file="k"/> removes file k. Ops, one per line:\n'
+    '<copy lines="i-j"/> copies lines i to j of the section\'s own file verbatim (inclusive).\n'
+    '<copy file="k" lines="i-j"/> copies lines i to j of file k.\n'
+    "<gen>text</gen> writes new text exactly as given, newlines included.\n"
+    "End with </program>. Copy every line you keep, from whichever file holds it; generate "
+    "only what is new."
+)
+MULTI_SUBLINE = (
+    '\n<copy file="k" span="L:C-L:C"/> copies from line L column C to line L column C of '
+    "file k (inclusive, 1-based, the line break counts as a column)."
+)
+
+
+def multi_user_message(workspace: Workspace, instruction: str, editable: int) -> str:
+    """The user turn of a multi-file edit: the instruction, which files may change, then
+    every file with its header and numbered lines."""
+    if editable < len(workspace):
+        scope = (
+            f"Files 1-{editable} may be changed; files {editable + 1}-{len(workspace)} are "
+            "context, to copy from only.\n\n"
+        )
+    else:
+        scope = ""
+    return f"Instruction: {instruction}\n\n{scope}Files:\n{workspace.numbered()}"
+
+
+def multi_program_prompt(
+    tokenizer: Any,
+    workspace: Workspace,
+    instruction: str,
+    *,
+    editable: int,
+    subline: bool = False,
+) -> list[int]:
+    """Token ids of the prompt that asks for a multi-file program over ``workspace``, whose
+    first ``editable`` files may be written (the rest are context)."""
+    system = MULTI_SYSTEM + (MULTI_SUBLINE if subline else "")
+    user = multi_user_message(workspace, instruction, editable)
+    return tokenizer.encode(render(tokenizer, system, user), add_special_tokens=False)
 
 
 def fenced(text: str) -> str:

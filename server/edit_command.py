@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +45,7 @@ from cad.server.edit_pipeline import (
 )
 from cad.server.modes import EditMode
 from cad.server.multi_edit import (
-    MULTI_FILE_HINT,
+    decode_files,
     deliver_multi,
     has_sections,
     read_program,
@@ -319,7 +319,26 @@ def cmd_edit(
     program_text = _program_text(program, files, context or [], instr, instr_file)
     if len(files) > 1 or context or (program_text is not None and has_sections(program_text)):
         delivery = Delivery(write, stdout, diff, as_json, stats_json, server, no_server)
-        edit_files(files, context or [], program_text, instr, instr_file, given, delivery)
+        decoding = EditOptions(
+            file=files[0],
+            instr="",
+            model=model,
+            device=device,
+            dtype=dtype,
+            adapter=adapter,
+            max_new_tokens=max_new_tokens,
+            subline=subline,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+            mode=mode,
+            draft_budget=draft_budget,
+            compile=compile,
+            graphs=not no_graphs,
+        )
+        edit_files(
+            files, context or [], program_text, (instr, instr_file), given, delivery, decoding
+        )
         return
     (file,) = files
     options = EditOptions(
@@ -388,23 +407,41 @@ def edit_files(
     files: list[Path],
     context: list[Path],
     program_text: str | None,
-    instr: str | None,
-    instr_file: Path | None,
+    instruction: tuple[str | None, Path | None],
     given: set[str],
     delivery: Delivery,
+    decoding: EditOptions,
 ) -> None:
     """``cad edit`` of several files (or of one with --context files, or a program with
-    sections): the multi-file program applied as given, delivered per file."""
+    sections): the model decodes a multi-file program for the instruction, or a given one
+    is applied as it is; delivered per file."""
+    instr, instr_file = instruction
     if program_text is None:
-        raise UserError(MULTI_FILE_HINT)
-    if instr is not None or instr_file is not None:
+        text = read_instruction(instr, instr_file)
+        check_instruction(text)
+        if decoding.mode is EditMode.rewrite:
+            raise UserError(
+                "--mode rewrite edits one file at a time; leave it out to decode one program "
+                "for all the files"
+            )
+    elif instr is not None or instr_file is not None:
         read_instruction(instr, instr_file)  # checked, though a given program needs none
     check_exclusive(given)
-    refuse_options(given)
+    refuse_options(given, decoding=program_text is None)
     texts = read_files_of_edit(files, context)
     if delivery.stats_json is not None:
         check_writable(delivery.stats_json)
-    outcome = resolve_files(program_text, texts, editable=len(files))
+    if program_text is not None:
+        outcome = resolve_files(program_text, texts, editable=len(files))
+    else:
+        if delivery.server is not None:
+            stderr.print("note: edits of several files are decoded in this process")
+        options = replace(decoding, instr=text)
+        with stderr.status(f"loading {model_name(options)}"):
+            loaded = load(options)
+        _announce_compiling(loaded)
+        with _progress_bar("decoding", _program_status) as show:
+            outcome = decode_files(loaded, options, texts, len(files), show)
     deliver_multi(
         outcome,
         write=delivery.write,

@@ -424,7 +424,7 @@ def run_program(
         loaded,
         max_new_tokens=options.max_new_tokens,
         subline=options.subline,
-        sampling=_sampling(options),
+        sampling=sampling_of(options),
     )
     return decoder.edit(
         inputs.document,
@@ -448,7 +448,7 @@ def run_rewrite(
         options.instr,
         config=inputs.drafts,
         max_new_tokens=options.max_new_tokens,
-        sampling=_sampling(options),
+        sampling=sampling_of(options),
         on_progress=report,
         cancel=cancel,
         lines=inputs.lines,
@@ -471,7 +471,7 @@ def run_grammar(
         options.instr,
         matcher,
         max_new_tokens=options.max_new_tokens,
-        sampling=_sampling(options),
+        sampling=sampling_of(options),
         cancel=cancel,
     )
 
@@ -495,7 +495,8 @@ RUNS: dict[Run, Callable[[Any, EditOptions, EditInputs, Report | None, Any], Any
 }
 
 
-def _sampling(options: EditOptions) -> Any:
+def sampling_of(options: EditOptions) -> Any:
+    """The sampling the options ask for."""
     from cad.selector import Sampling
 
     return Sampling(temperature=options.temperature, top_p=options.top_p, seed=options.seed)

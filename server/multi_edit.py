@@ -1,9 +1,9 @@
-"""``cad edit A B … --program PROG``: a multi-file program applied to several files.
+"""``cad edit A B … --instr TEXT`` or ``--program PROG``: one edit of several files.
 
 The files given to edit are numbered from 1 in the order given, then the ``--context``
-files, which the program may copy from but not write. The program is resolved as it is
-(no model decodes multi-file programs yet), and the result is delivered as ``cad edit``
-delivers one file's: a diff per file (``git apply``-able, creations and deletions
+files, which the program may copy from but not write. With ``--instr`` the model decodes a
+multi-file program (:class:`cad.selector.MultiDecoder`); a ``--program`` is resolved as it
+is, without a model. The result is delivered as ``cad edit`` delivers one file's: a diff per file (``git apply``-able, creations and deletions
 included), every file written or none (``--write``), the files on stdout in a framing that
 holds any bytes (``--stdout``), or one JSON object with a result per file (``--json``).
 """
@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,33 +35,38 @@ from cad.resolver import (
     section_header,
 )
 from cad.server.diffs import colored, diff_lines, diff_path
+from cad.server.edit_pipeline import EditOptions, sampling_of
 
-MULTI_FILE_HINT = (
-    "no model decodes an edit of several files yet: give a multi-file program with --program "
-    "PROG (docs/program.md), or edit one file at a time"
-)
-"""What to do when several files are given without a program (no model decodes multi-file
-programs yet)."""
-
-NOT_APPLICABLE = (
+PROGRAM_ONLY = (
     "baseline",
     "target",
     "grammar",
     "grammar_format",
     "ignore_unsupported",
-    "subline",
     "lines",
     "draft_config",
-    "draft_budget",
     "syntax",
     "schema",
+)
+"""Options of ``cad edit`` that mean nothing to a multi-file edit, decoded or given: each is
+refused when given."""
+
+DECODING = (
+    "model",
+    "device",
+    "dtype",
+    "adapter",
+    "compile",
+    "graphs",
+    "subline",
+    "draft_budget",
     "max_new_tokens",
     "temperature",
     "top_p",
     "seed",
 )
-"""Options of ``cad edit`` that shape decoding and so mean nothing to a multi-file program,
-which is resolved as given; each is refused when given."""
+"""Options that shape decoding: refused with a given program, which is resolved without a
+model."""
 
 
 def has_sections(program: str) -> bool:
@@ -134,11 +140,18 @@ def read_program(path: Path, stdin_taken: bool) -> str:
         ) from None
 
 
-def refuse_options(given: set[str]) -> None:
-    """Refuse decoding options given with a multi-file program (see ``NOT_APPLICABLE``)."""
-    for name in NOT_APPLICABLE:
+def refuse_options(given: set[str], *, decoding: bool) -> None:
+    """Refuse the options a multi-file edit cannot use: those of ``PROGRAM_ONLY`` always,
+    those of ``DECODING`` with a given program (``decoding=False``)."""
+    for name in PROGRAM_ONLY:
         if name in given:
             option = "--" + name.replace("_", "-")
+            raise UserError(f"{option} does not apply to an edit of several files; leave it out")
+    if decoding:
+        return
+    for name in DECODING:
+        if name in given:
+            option = "--" + ("no-graphs" if name == "graphs" else name.replace("_", "-"))
             raise UserError(
                 f"{option} does not apply to a multi-file program, which is applied as given "
                 "without a model; leave it out"
@@ -188,9 +201,21 @@ def resolve_files(program_text: str, texts: dict[str, str], editable: int) -> Mu
     written) and describe what it writes, file by file."""
     started = time.perf_counter()
     program = parse_multi(program_text)
-    paths = list(texts)
-    _check_sections(program, paths, editable)
+    _check_sections(program, list(texts), editable)
     changes = resolve_multi(program, texts)
+    stats = {"mode": "program", "wall_s": time.perf_counter() - started}
+    return describe(program, changes, texts, stats, "no model (the program as given)")
+
+
+def describe(
+    program: MultiProgram,
+    changes: dict[str, str | None],
+    texts: dict[str, str],
+    stats: dict[str, Any],
+    decoded_by: str,
+) -> MultiOutcome:
+    """The outcome of ``program``, whose ``changes`` to ``texts`` are known, with its ops,
+    files and copied and generated characters added to ``stats``."""
     generated = sum(
         len(op.text)
         for section in program.sections
@@ -209,15 +234,50 @@ def resolve_files(program_text: str, texts: dict[str, str], editable: int) -> Mu
         for path, after in changes.items()
     )
     written = sum(len(result.after) for result in results if result.after is not None)
-    stats = {
-        "mode": "program",
+    described = {
+        **stats,
         "ops": program.op_count,
         "files": len(results),
         "copied_chars": written - generated,
         "generated_chars": generated,
-        "wall_s": time.perf_counter() - started,
+        "decoded_by": decoded_by,
     }
-    return MultiOutcome(format_multi(program), results, stats)
+    return MultiOutcome(format_multi(program), results, described)
+
+
+def decode_files(
+    loaded: Any,
+    options: EditOptions,
+    texts: dict[str, str],
+    editable: int,
+    report: Callable[[Any], None] | None = None,
+) -> MultiOutcome:
+    """Let ``loaded`` write a multi-file program for ``options.instr`` over the files (the
+    first ``editable`` may be written) and describe what it writes. A created path that
+    exists on disk, or a program cut short by ``--max-new-tokens``, is refused: nothing is
+    written."""
+    from cad.selector import Cancelled, ContextTooLongError, MultiDecoder
+
+    decoder = MultiDecoder(
+        loaded,
+        max_new_tokens=options.max_new_tokens,
+        subline=options.subline,
+        sampling=sampling_of(options),
+        draft_budget=options.draft_budget,
+    )
+    try:
+        result = decoder.edit(texts, options.instr, editable=editable, on_progress=report)
+    except ContextTooLongError as exc:
+        raise UserError(str(exc)) from None
+    except Cancelled as exc:
+        raise UserError(str(exc)) from None
+    if result.stats.truncated:
+        raise UserError(
+            f"the model spent its budget of {options.max_new_tokens:,} tokens before ending the "
+            "program; nothing was written (raise --max-new-tokens)"
+        )
+    _check_sections(result.program, list(texts), editable)
+    return describe(result.program, result.changes, texts, result.stats.to_dict(), "this process")
 
 
 def file_diff(result: FileResult) -> list[str]:
@@ -288,7 +348,7 @@ def deliver_multi(
 ) -> None:
     """Deliver a multi-file edit: write the stats, then the files (all or none), the files
     on stdout, one JSON object, or a diff per file (the default)."""
-    stats = {**outcome.stats, "decoded_by": "no model (the program as given)"}
+    stats = outcome.stats
     if stats_json is not None:
         write_atomic(stats_json, json.dumps(stats, indent=2) + "\n")
     if write:

@@ -210,8 +210,9 @@ def test_one_file_with_a_program_that_creates_a_file(workspace: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["app.py", "util.py", "--instr", "move helper"], "give a multi-file program with --program"),
-        (["app.py", "--context", "ctx.py", "--instr", "x"], "give a multi-file program with --program"),
+        (["app.py", "util.py", "--instr", "move helper", "--mode", "rewrite"], "--mode rewrite edits one file at a time"),
+        (["app.py", "--context", "ctx.py", "--instr", " "], "the instruction is empty"),
+        (["app.py", "util.py", "--instr", "x", "--syntax", "python"], "--syntax does not apply to an edit of several files"),
         (["app.py", "app.py", "--program", "edit.program"], "app.py: given twice;"),
         (["app.py", "--context", "pkg/../app.py", "--program", "edit.program"], "pkg/../app.py: given twice (also as app.py)"),
         (["app.py", "util.py", "--program", "edit.program", "--temperature", "0.5"], "--temperature does not apply"),

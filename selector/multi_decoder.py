@@ -1,0 +1,176 @@
+"""Decoding a multi-file program: one edit of several files, copying from any of them.
+
+The loop is program mode's (:mod:`cad.selector.decoder`) over the multi-file FSM: each
+forward feeds the tokens the cache must take anyway (the prompt with every file numbered;
+then the model's last choice, the literals forced after it and the text of a copy it
+completed, from whichever file the copy names) with a draft tree below them
+(:class:`MultiDrafter`), verified in ONE forward; acceptance walks the tree as the model
+chooses under the FSM's mask. A copy of any length from any file therefore costs no more
+forwards than a copy within one file. The program ends valid for the files (every file id,
+line and created path checked by the FSM) and is resolved as it is decoded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cad.grammar import ProgramTokenIndex
+from cad.grammar._native import DraftTree
+from cad.resolver import MultiProgram, Workspace, format_multi, resolve_multi
+from cad.selector import kv
+from cad.selector.decoder import accept, walk_ahead
+from cad.selector.draft_config import DraftConfig, load_draft_config
+from cad.selector.errors import Cancelled, ContextTooLongError
+from cad.selector.loading import LoadedModel
+from cad.selector.multi_drafting import MultiDrafter
+from cad.selector.multi_tape import MultiProgramTape
+from cad.selector.prompt import multi_program_prompt
+from cad.selector.sampling import Sampling, TokenChooser, batched_reads
+from cad.selector.speculation import (
+    MAX_CHAIN_WITH_DRAFTS,
+    Choice,
+    ProgressCallback,
+    verify_draft,
+)
+from cad.selector.stats import DecodeStats
+from cad.selector.timing import PhaseClock
+from cad.selector.tree_verify import TreeLayout, keep_path
+
+__all__ = ["MultiDecodeResult", "MultiDecoder"]
+
+
+@dataclass
+class MultiDecodeResult:
+    """The program decided, the files it writes (path → new text, ``None`` for a deletion)
+    and the costs."""
+
+    program: MultiProgram
+    changes: dict[str, str | None]
+    stats: DecodeStats
+
+
+class MultiDecoder:
+    """Decodes multi-file edit programs with one loaded model; reusable across edits.
+
+    As :class:`cad.selector.Decoder`: the model chooses (greedy or sampled) under the FSM,
+    or with ``program=`` follows that program (every forward still runs); ``draft_budget``
+    (default: the draft configuration's) caps the drafted tokens per forward, 0 decodes one
+    model-decided token per forward."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        *,
+        max_new_tokens: int = 2048,
+        subline: bool = False,
+        sampling: Sampling | None = None,
+        config: DraftConfig | None = None,
+        draft_budget: int | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.max_new_tokens = max_new_tokens
+        self.subline = subline
+        self.sampling = sampling or Sampling()
+        config = config or load_draft_config(device=loaded.device)
+        self.budget = config.budget if draft_budget is None else draft_budget
+        if self.budget < 0:
+            raise ValueError("the draft budget cannot be negative")
+        self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
+
+    def encode(self, text: str) -> list[int]:
+        """The tokenizer's ids for ``text``, no special tokens."""
+        return self.loaded.tokenizer.encode(text, add_special_tokens=False)
+
+    def check_context(self, prompt_tokens: int, workspace: Workspace) -> int:
+        """Raise if the prompt, a copy of every file and a draft tree cannot fit; return the
+        token budget of model-decided tokens."""
+        files = sum(
+            len(self.loaded.tokenizer.encode(doc.text, add_special_tokens=False))
+            for doc in workspace.documents
+        )
+        needed = prompt_tokens + files + self.budget + 16
+        context = self.loaded.context_length
+        if needed > context:
+            raise ContextTooLongError(
+                f"the edit needs about {needed} tokens of context ({prompt_tokens} of prompt, "
+                f"{files} for a copy of every file, {self.budget} of draft tree and 16 to "
+                f"write) but the model's context is {context}; give fewer or smaller files, "
+                "or use a longer-context model"
+            )
+        return min(self.max_new_tokens, context - needed + 16)
+
+    def edit(
+        self,
+        files: Workspace | Mapping[str, str],
+        instruction: str,
+        *,
+        editable: int | None = None,
+        program: MultiProgram | None = None,
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> MultiDecodeResult:
+        """Decode a program that edits the first ``editable`` of ``files`` (all by default;
+        the rest are context to copy from) as ``instruction`` asks; resolve it."""
+        start = time.perf_counter()
+        workspace = files if isinstance(files, Workspace) else Workspace(files)
+        editable = len(workspace) if editable is None else editable
+        if not 1 <= editable <= len(workspace):
+            raise ValueError(f"editable must be between 1 and {len(workspace)} files")
+        target = None
+        subline = self.subline
+        if program is not None:
+            resolve_multi(program, workspace)
+            text = format_multi(program)
+            target = text.encode("utf-8")
+            subline = subline or 'span="' in text
+        tape = MultiProgramTape(
+            self.index,
+            self.encode,
+            workspace,
+            editable=range(1, editable + 1),
+            subline=subline,
+        )
+        clock = PhaseClock(self.loaded, tape.stats)
+        prompt = multi_program_prompt(
+            self.loaded.tokenizer, workspace, instruction, editable=editable, subline=subline
+        )
+        limit = self.check_context(len(prompt), workspace)
+        tape.stats.prefill_tokens = len(prompt)
+        drafter = MultiDrafter(prompt)
+        chooser = TokenChooser.for_model(self.loaded, self.sampling)
+        batched = batched_reads(self.loaded.device)
+        choose = Choice(chooser, target, batched=batched, walk=walk_ahead, clock=clock)
+        cache = kv.new_cache(self.loaded.model)
+        layout, tree = TreeLayout(), DraftTree()
+        pending = prompt + tape.take_forced()
+        clock.setup()
+        prefill = True
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("edit cancelled")
+            budget = self.budget if len(pending) <= MAX_CHAIN_WITH_DRAFTS else 0
+            drafter.draft(tape, pending, budget, tree)
+            clock.host("draft")
+            past = kv.cache_length(cache)
+            logits = verify_draft(
+                self.loaded, cache, tree, len(pending), layout, clock, prefill=prefill
+            )
+            tape.stats.forwards += not prefill
+            tape.stats.drafted_tokens += len(tree) - len(pending)
+            path, pending = accept(tape, tree, logits, choose, len(pending), limit)
+            clock.host("accept")
+            keep_path(self.loaded.model, cache, past, tree, path, self.loaded.device)
+            clock.forward(prefill=prefill)
+            prefill = False
+            if on_progress is not None:
+                on_progress(tape.progress())
+            clock.host("bookkeeping")
+            clock.next_forward()
+            if tape.finished:
+                break
+        changes = tape.changes()
+        tape.stats.wall_s = time.perf_counter() - start
+        return MultiDecodeResult(tape.program, changes, tape.stats)

@@ -1,0 +1,264 @@
+"""The token tape of a multi-file edit: what the decoder appends to the KV cache after the
+prompt, over the multi-file program FSM.
+
+As for one file (:mod:`cad.selector.tape`), three kinds of tokens go on the tape: tokens the
+model decides, structural literals the FSM forces (section tags, ``file="``, ...), and the
+copied text of each completed copy, from whichever file it names (the echo, fed in the same
+forward as the token that completed the copy). The tape resolves the program as it goes
+(:class:`cad.resolver.IncrementalMultiResolver`), so a decoded program is known valid and
+its files known the moment it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+from cad.grammar import ProgramTokenIndex, allocate_token_bitmask
+from cad.grammar.multi_matcher import MultiProgramMatcher, file_op_from_record
+from cad.resolver import (
+    CopyFrom,
+    CopySpan,
+    CreateFile,
+    DeleteFile,
+    EditFile,
+    Gen,
+    IncrementalMultiResolver,
+    MultiProgram,
+    Workspace,
+    format_multi,
+)
+from cad.selector.stats import DecodeStats, Progress
+from cad.selector.tape import count_lines
+
+__all__ = ["MultiProgramTape", "MultiTapeMark", "follow_multi_program"]
+
+
+@dataclass(frozen=True)
+class MultiTapeMark:
+    """Where a multi-file tape stood (see :meth:`MultiProgramTape.mark`)."""
+
+    steps: int
+    tokens: int
+    records: int
+    op_start: int
+    stats: DecodeStats
+
+
+class MultiProgramTape:
+    """Multi-file program FSM + incremental resolver + the record of appended tokens.
+
+    ``tokens[i]`` went into the cache after the prompt; ``decided[i]`` says whether the model
+    chose it. Files ``1..editable`` may be written (all by default), the others are context."""
+
+    def __init__(
+        self,
+        index: ProgramTokenIndex,
+        encode: Callable[[str], list[int]],
+        workspace: Workspace,
+        *,
+        editable: Collection[int] | None = None,
+        subline: bool = False,
+    ) -> None:
+        self.index = index
+        self.encode = encode
+        self.workspace = workspace
+        self.matcher = MultiProgramMatcher.for_workspace(
+            index, workspace, editable=editable, subline=subline
+        )
+        self.resolver = IncrementalMultiResolver(workspace)
+        self.stats = DecodeStats(mode="program")
+        self.tokens: list[int] = []
+        self.decided: list[bool] = []
+        self.op_start = 0
+        self._mask = allocate_token_bitmask(1, self.matcher.vocab_size)
+        self._records = 0
+        self._bare = False
+        self._steps = 0
+
+    def mark(self) -> MultiTapeMark:
+        """A point to come back to with :meth:`undo`."""
+        return MultiTapeMark(
+            self._steps, len(self.tokens), self._records, self.op_start, replace(self.stats)
+        )
+
+    def undo(self, mark: MultiTapeMark) -> None:
+        """Put the tape back where it stood at ``mark``: the matcher's steps rolled back, the
+        resolver rebuilt from the records kept, the tokens and counts since then dropped."""
+        self.matcher.rollback(self._steps - mark.steps)
+        self._steps = mark.steps
+        del self.tokens[mark.tokens :], self.decided[mark.tokens :]
+        if self._records != mark.records:
+            self.resolver = IncrementalMultiResolver(self.workspace)
+            self._records, self._bare = 0, False
+            for position in range(mark.records):
+                self._resolve_record(position)
+            self._records = mark.records
+        self.op_start = mark.op_start
+        for item in fields(DecodeStats):
+            setattr(self.stats, item.name, getattr(mark.stats, item.name))
+
+    def _record(self, ids: list[int], decided: bool) -> None:
+        self.tokens.extend(ids)
+        self.decided.extend([decided] * len(ids))
+
+    def _resolve_record(self, position: int) -> str | None:
+        """Apply the matcher's record ``position`` to the resolver; a copy or gen returns the
+        text it added."""
+        record = self.matcher.record(position)
+        kind = record[0]
+        if kind == "edit":
+            self.resolver.open(EditFile(record[1]))
+        elif kind == "create":
+            self.resolver.open(CreateFile(record[1].decode("utf-8")))
+        elif kind == "delete":
+            self.resolver.open(DeleteFile(record[1]))
+        elif kind == "close":
+            self.resolver.close()
+        else:
+            if not self._bare and not self.resolver.is_open:
+                self.resolver.open(EditFile(1))
+                self._bare = True
+            return self.resolver.push(file_op_from_record(record))
+        return None
+
+    def _take_completed(self) -> list[int]:
+        """Resolve what the matcher completed since the last call; a copy's text becomes its
+        echo tokens."""
+        echo: list[int] = []
+        count = self.matcher.record_count
+        if count > self._records:
+            self.op_start = len(self.matcher.text)
+        for position in range(self._records, count):
+            record = self.matcher.record(position)
+            text = self._resolve_record(position)
+            self._records = position + 1
+            if text is None:
+                continue
+            self.stats.ops += 1
+            if record[0] == "gen":
+                self.stats.lines_generated += count_lines(text)
+            else:
+                ids = self.encode(text)
+                echo.extend(ids)
+                self.stats.copied_tokens += len(ids)
+                self.stats.lines_copied += count_lines(text)
+        self._record(echo, decided=False)
+        return echo
+
+    def take_forced(self) -> list[int]:
+        """Forced literals and copy echoes up to the next point where the model must choose."""
+        out: list[int] = []
+        while True:
+            out.extend(self._take_completed())
+            if self.finished:
+                return out
+            forced = self.matcher.forced_bytes()
+            if not forced:
+                return out
+            ids = self.encode(forced.decode("utf-8"))
+            for token in ids:
+                if not self.matcher.accept_token(token):
+                    raise RuntimeError(f"forced token {token} rejected by the program FSM")
+                self._steps += 1
+            self.stats.forced_tokens += len(ids)
+            self._record(ids, decided=False)
+            out.extend(ids)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the program is complete (``</program>`` accepted)."""
+        return self.matcher.is_accepting()
+
+    def op_prefix(self) -> bytes:
+        """The text of the op or tag in progress so far, from its ``<`` (the line breaks
+        between ops left out)."""
+        return self.matcher.text[self.op_start :].lstrip(b"\r\n")
+
+    def allowed_tokens(self) -> torch.Tensor:
+        """The tokens the model may choose next, as a bool tensor."""
+        return self.matcher.allowed_tokens()
+
+    def decide(self, token: int) -> None:
+        """Put a model-decided token on the tape."""
+        if not self.matcher.accept_token(token):
+            raise RuntimeError(f"token {token} rejected by the program FSM")
+        self._steps += 1
+        self.stats.generated_tokens += 1
+        self._record([token], decided=True)
+
+    def target_token(self, target: bytes) -> int:
+        """The longest allowed token that continues ``target`` (a canonical program's bytes)
+        from the current position: how forced-program mode stands in for the model."""
+        remaining = target[len(self.matcher.text) :]
+        vocabulary = self.index.vocabulary
+        self.matcher.fill_next_token_bitmask(self._mask, 0)
+        words = self._mask[0]
+        for length in range(min(len(remaining), vocabulary.longest_token), 0, -1):
+            token = vocabulary.ids_by_bytes.get(remaining[:length])
+            if token is not None and (int(words[token >> 5]) >> (token & 31)) & 1:
+                return token
+        raise RuntimeError("the program cannot be followed token by token")
+
+    def finish_truncated(self) -> None:
+        """Out of budget: close the program validly without the model, and flag it."""
+        if not self.matcher.accept_bytes(self.matcher.completion_bytes()):
+            raise RuntimeError("the program FSM rejected its own completion")
+        self._steps += 1
+        self._take_completed()
+        self.stats.truncated = True
+
+    @property
+    def program(self) -> MultiProgram:
+        """The program decoded so far (all of it once :attr:`finished`)."""
+        return self.matcher.program
+
+    def changes(self) -> dict[str, str | None]:
+        """Once finished: the new text of every file the program writes by path (``None``
+        for a deleted file)."""
+        if not self.finished:
+            raise RuntimeError("the program is not finished")
+        if not self.resolver.sections and not self.resolver.is_open and self.program.is_bare:
+            self.resolver.open(EditFile(1))
+            self._bare = True
+        if self._bare and self.resolver.is_open:
+            self.resolver.close()
+        return self.resolver.changes
+
+    def progress(self) -> Progress:
+        """A snapshot for the caller's progress display."""
+        return Progress(
+            ops=self.stats.ops,
+            lines_copied=self.stats.lines_copied,
+            lines_generated=self.stats.lines_generated,
+            tokens_generated=self.stats.generated_tokens,
+        )
+
+
+def follow_multi_program(
+    index: ProgramTokenIndex,
+    encode: Callable[[str], list[int]],
+    workspace: Workspace,
+    program: MultiProgram,
+    *,
+    editable: Collection[int] | None = None,
+    subline: bool = False,
+) -> MultiProgramTape:
+    """The tape the decoder produces when it follows ``program`` (forced-program mode),
+    built without a model: what multi-file training examples are made of."""
+    subline = subline or any(
+        isinstance(op, CopySpan) or (isinstance(op, CopyFrom) and isinstance(op.copy, CopySpan))
+        for section in program.sections
+        if not isinstance(section, DeleteFile)
+        for op in section.ops
+        if not isinstance(op, Gen)
+    )
+    tape = MultiProgramTape(index, encode, workspace, editable=editable, subline=subline)
+    target = format_multi(program).encode("utf-8")
+    tape.take_forced()
+    while not tape.finished:
+        tape.decide(tape.target_token(target))
+        tape.take_forced()
+    return tape
