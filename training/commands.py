@@ -12,7 +12,7 @@ from rich.table import Table
 
 from cad.cli_text import CadCommand, cli_console, plural
 from cad.errors import UserError
-from cad.training.datasets import EditExample, load_edits, select_split
+from cad.training.datasets import AnyExample, EditExample, load_any_edits, select_split
 
 stderr = cli_console(stderr=True)
 DATA_HELP = "A JSONL edit file ({id?, instruction, before, after}), or heval-python / heval-js."
@@ -213,14 +213,17 @@ def cmd_eval(
     if split not in ("all", "train", "valid", "test"):
         raise UserError(f"--split must be all, train, valid or test, not {split!r}")
     try:
-        edits = select_split(load_edits(data), split, valid_fraction, test_fraction)
+        edits = select_split(load_any_edits(data), split, valid_fraction, test_fraction)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     edits = edits[:limit] if limit else edits
     if not edits:
         raise UserError(f"{data}: no edits to evaluate (split {split})")
     if perturb:
-        _perturbation(edits, perturb, trials, seed, as_json)
+        single = [edit for edit in edits if isinstance(edit, EditExample)]
+        if not single:
+            raise UserError(f"{data}: --perturb studies single-file edits, and there are none")
+        _perturbation(single, perturb, trials, seed, as_json)
         return
     if not model and adapter is None:
         raise UserError("pass --model or --adapter (it runs on its base model), or --perturb EPS")
@@ -274,7 +277,7 @@ def _perturbation(
 
 
 def _model_eval(
-    edits: list[EditExample],
+    edits: list[AnyExample],
     model: str,
     adapter: Path | None,
     subline: bool,

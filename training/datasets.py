@@ -263,9 +263,17 @@ def load_edits(data: str | Path) -> list[EditExample]:
     return load_jsonl(data)
 
 
+def load_any_edits(data: str | Path) -> list[AnyExample]:
+    """As :func:`load_edits`, but a JSONL file may also hold multi-file edits: what ``cad
+    train`` and ``cad eval`` read."""
+    if str(data) in BUILTIN_DATA:
+        return list(load_humanevalpack(BUILTIN_DATA[str(data)]))
+    return load_examples(data)
+
+
 def select_split(
-    edits: list[EditExample], split: str, valid: float = 0.1, test: float = 0.1
-) -> list[EditExample]:
+    edits: list[Identified], split: str, valid: float = 0.1, test: float = 0.1
+) -> list[Identified]:
     """The ``split`` part (``train``, ``valid`` or ``test`` of ``split_by_id``) of ``edits``,
     or all of them for ``all``: the part ``cad train`` used, for evaluation and benchmarks."""
     if split == "all":

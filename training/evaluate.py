@@ -5,6 +5,10 @@ gold file. Copy endpoints are scored against the edit's line-level oracle progra
 different program can still produce the gold file; exact match is what counts, endpoint
 accuracy says where a selector goes wrong). Optionally each edit is also regenerated
 token by token with the gold file forced, in the same process, for the wall-clock ratio.
+
+An edit of several files is decoded by :class:`cad.selector.MultiDecoder` with the same
+settings and is exact when every file after it is the gold one; it has no endpoints (its
+oracle copies across files) and no AR baseline.
 """
 
 from __future__ import annotations
@@ -14,9 +18,26 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from cad.resolver import CopyLines, CopySpan, Document, Program, op_text, oracle
-from cad.selector import Cancelled, ContextTooLongError, Decoder, LoadedModel, regenerate
-from cad.training.datasets import EditExample
+from cad.resolver import (
+    CopyLines,
+    CopySpan,
+    DeleteFile,
+    Document,
+    Gen,
+    Program,
+    apply_changes,
+    op_text,
+    oracle,
+)
+from cad.selector import (
+    Cancelled,
+    ContextTooLongError,
+    Decoder,
+    LoadedModel,
+    MultiDecoder,
+    regenerate,
+)
+from cad.training.datasets import AnyExample, EditExample, MultiEditExample
 from cad.training.scoring import Endpoints, share
 
 
@@ -77,6 +98,51 @@ def output_tokens(loaded: LoadedModel, program: Program, document: Document) -> 
         if isinstance(op, CopyLines | CopySpan):
             copied += count
     return copied, total
+
+
+def multi_decoder(decoder: Decoder) -> MultiDecoder:
+    """A multi-file decoder with ``decoder``'s model and settings."""
+    return MultiDecoder(
+        decoder.loaded,
+        max_new_tokens=decoder.max_new_tokens,
+        subline=decoder.subline,
+        sampling=decoder.sampling,
+        draft_budget=decoder.budget,
+    )
+
+
+def score_multi_edit(
+    decoder: MultiDecoder, edit: MultiEditExample, cancel: threading.Event | None
+) -> EditScore:
+    """Decode an edit of several files and score it (no endpoints, no AR baseline)."""
+    before = edit.before_files
+    try:
+        result = decoder.edit(before, edit.instruction, cancel=cancel)
+    except ContextTooLongError:
+        return EditScore(edit.id, False, False, 0, 0, 0, 0, 0, 0, 0.0, None)
+    valid = not result.stats.truncated
+    generated = sum(
+        len(decoder.encode(op.text))
+        for section in result.program.sections
+        if not isinstance(section, DeleteFile)
+        for op in section.ops
+        if isinstance(op, Gen)
+    )
+    copied = result.stats.copied_tokens
+    exact = valid and apply_changes(before, result.changes) == edit.after_files
+    return EditScore(
+        id=edit.id,
+        exact=exact,
+        valid=valid,
+        start_hits=0,
+        end_hits=0,
+        endpoints=0,
+        copied_tokens=copied if valid else 0,
+        output_tokens=copied + generated if valid else 0,
+        generated_tokens=result.stats.generated_tokens,
+        wall_s=result.stats.wall_s,
+        ar_wall_s=None,
+    )
 
 
 def score_edit(
@@ -143,7 +209,7 @@ def summarize(rows: Sequence[EditScore]) -> EvalReport:
 
 def evaluate(
     decoder: Decoder,
-    edits: Sequence[EditExample],
+    edits: Sequence[AnyExample],
     *,
     baseline: bool = False,
     on_edit: Callable[[EditScore], None] | None = None,
@@ -152,10 +218,15 @@ def evaluate(
     """Decode and score every edit; ``on_edit`` sees each score as it lands. A cancel stops
     between (or inside) edits and raises ``Cancelled``."""
     rows: list[EditScore] = []
+    several: MultiDecoder | None = None
     for edit in edits:
         if cancel is not None and cancel.is_set():
             raise Cancelled("evaluation cancelled")
-        row = score_edit(decoder, edit, baseline=baseline, cancel=cancel)
+        if isinstance(edit, MultiEditExample):
+            several = several or multi_decoder(decoder)
+            row = score_multi_edit(several, edit, cancel)
+        else:
+            row = score_edit(decoder, edit, baseline=baseline, cancel=cancel)
         rows.append(row)
         if on_edit is not None:
             on_edit(row)

@@ -1,7 +1,9 @@
 """Training examples built by the decoder's own code path.
 
 An edit becomes ``prompt_ids + tape.tokens``: the prompt the decoder sends, then the tape it
-appends when it follows the edit's oracle program (``cad.selector.follow_program``). Only the
+appends when it follows the edit's oracle program (``cad.selector.follow_program``; for an
+edit of several files, the multi-file prompt and ``follow_multi_program`` over the files
+before the edit, copying across files where the oracle does). Only the
 tokens the model decides are supervised; forced structural literals and the echoed text of
 copies get label ``-100``, so the model is never trained to predict what the decoder supplies.
 """
@@ -15,11 +17,11 @@ from typing import Any
 import torch
 
 from cad.grammar import ProgramTokenIndex
-from cad.resolver import Document, oracle
+from cad.resolver import Document, Workspace, oracle, oracle_multi
 from cad.resolver.oracle import Granularity
-from cad.selector import LoadedModel, follow_program
-from cad.selector.prompt import program_prompt
-from cad.training.datasets import EditExample
+from cad.selector import LoadedModel, follow_multi_program, follow_program
+from cad.selector.prompt import multi_program_prompt, program_prompt
+from cad.training.datasets import AnyExample, MultiEditExample
 
 IGNORE = -100
 """The label of a position that is not supervised (PyTorch's cross-entropy ignore index)."""
@@ -41,6 +43,17 @@ class TrainingExample:
         return sum(label != IGNORE for label in self.labels)
 
 
+def supervised(
+    identifier: str, prompt: list[int], tokens: list[int], decided: list[bool]
+) -> TrainingExample:
+    """The example of ``prompt`` followed by a tape's ``tokens``, supervised where the model
+    ``decided`` them."""
+    labels = [IGNORE] * len(prompt) + [
+        token if chosen else IGNORE for token, chosen in zip(tokens, decided, strict=True)
+    ]
+    return TrainingExample(identifier, prompt + tokens, labels, len(prompt))
+
+
 class ExampleBuilder:
     """Builds training examples for one tokenizer; the program token index is built once."""
 
@@ -59,23 +72,41 @@ class ExampleBuilder:
         """The tokenizer's ids for ``text``, no special tokens (as the decoder encodes)."""
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def build(self, example: EditExample, *, granularity: Granularity = "line") -> TrainingExample:
+    def build(self, example: AnyExample, *, granularity: Granularity = "line") -> TrainingExample:
         """The supervised sequence for ``example`` under its oracle program."""
+        if isinstance(example, MultiEditExample):
+            return self.build_multi(example, granularity=granularity)
         document = Document(example.before)
         subline = granularity == "subline"
         program = oracle(example.before, example.after, granularity=granularity)
         prompt = program_prompt(self.tokenizer, document, example.instruction, subline=subline)
         tape = follow_program(self.index, self.encode, document, program, subline=subline)
-        labels = [IGNORE] * len(prompt) + [
-            token if decided else IGNORE
-            for token, decided in zip(tape.tokens, tape.decided, strict=True)
-        ]
-        return TrainingExample(example.id, prompt + tape.tokens, labels, len(prompt))
+        return supervised(example.id, prompt, tape.tokens, tape.decided)
+
+    def build_multi(
+        self, example: MultiEditExample, *, granularity: Granularity = "line"
+    ) -> TrainingExample:
+        """The supervised sequence for an edit of several files (every file may change)."""
+        before = example.before_files
+        if not before:
+            raise ValueError(f"{example.id}: an edit of several files needs a file before it")
+        workspace = Workspace(before)
+        subline = granularity == "subline"
+        program = oracle_multi(before, example.after_files, granularity=granularity)
+        prompt = multi_program_prompt(
+            self.tokenizer,
+            workspace,
+            example.instruction,
+            editable=len(workspace),
+            subline=subline,
+        )
+        tape = follow_multi_program(self.index, self.encode, workspace, program, subline=subline)
+        return supervised(example.id, prompt, tape.tokens, tape.decided)
 
 
 def build_example(
     source: LoadedModel | ExampleBuilder,
-    example: EditExample,
+    example: AnyExample,
     *,
     granularity: Granularity = "line",
 ) -> TrainingExample:
@@ -87,7 +118,7 @@ def build_example(
 
 def build_examples(
     builder: ExampleBuilder,
-    examples: Iterable[EditExample],
+    examples: Iterable[AnyExample],
     *,
     granularity: Granularity = "line",
     max_tokens: int | None = None,

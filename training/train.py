@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from cad.resolver.oracle import Granularity
-from cad.training.datasets import load_edits, split_by_id
+from cad.training.datasets import load_any_edits, split_by_id
 from cad.training.examples import (
     IGNORE,
     ExampleBuilder,
@@ -307,7 +307,7 @@ def prepare_data(
     skipped as longer than ``max_tokens``."""
     from cad.grammar import ProgramTokenIndex
 
-    edits = load_edits(config.data)
+    edits = load_any_edits(config.data)
     train_edits, valid_edits, _ = split_by_id(edits, config.valid_fraction, config.test_fraction)
     if not train_edits:
         raise TrainingError(f"{config.data}: no training examples left after the split")

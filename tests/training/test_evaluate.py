@@ -118,3 +118,31 @@ def test_perturbation_study_collapses_exact_match_and_is_reproducible() -> None:
     assert noisy.em < 0.5 and noisy.valid == 1 and noisy.start_acc < 1
     assert perturbation_study(edits, 1, trials=3, seed=7) == noisy
     assert perturbation_study(edits, 3).em <= perturbation_study(edits, 1).em + 0.1
+
+
+def test_edits_of_several_files_are_decoded_across_files_and_scored(tiny_qwen, monkeypatch) -> None:
+    from cad.resolver import oracle_multi
+    from cad.selector import MultiDecoder
+    from tests.training.test_examples import MOVE
+
+    follow = MultiDecoder.edit
+
+    def oracle_edit(self, files, instruction, **options):
+        program = oracle_multi(MOVE.before_files, MOVE.after_files)
+        return follow(self, files, instruction, program=program, **options)
+
+    monkeypatch.setattr(MultiDecoder, "edit", oracle_edit)
+    report = evaluate(Decoder(tiny_qwen, max_new_tokens=256), [MOVE, *EDITS[:1]])
+    multi = report.rows[0]
+    assert (multi.exact, multi.valid, multi.endpoints, multi.ar_wall_s) == (True, True, 0, None)
+    assert 0 < multi.copied_tokens == multi.output_tokens
+    assert report.n == 2 and report.em >= 0.5
+
+
+def test_an_untrained_model_on_several_files_scores_valid_or_truncated(tiny_qwen) -> None:
+    from tests.training.test_examples import MOVE
+
+    report = evaluate(Decoder(tiny_qwen, max_new_tokens=16), [MOVE])
+    (row,) = report.rows
+    assert not row.exact
+    assert row.generated_tokens <= 16

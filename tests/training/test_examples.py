@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from cad.resolver import CopyLines, CopySpan, Document, op_text, oracle
-from cad.selector import Decoder, kv
+from cad.resolver import (
+    CopyFrom,
+    CopyLines,
+    CopySpan,
+    Document,
+    op_text,
+    oracle,
+    oracle_multi,
+    resolve_multi,
+)
+from cad.selector import Decoder, MultiDecoder, kv
 from cad.training import EditExample
+from cad.training.datasets import FileChange, MultiEditExample
 from cad.training.examples import IGNORE, ExampleBuilder, collate
 from tests.conftest import heval_pairs
 
@@ -98,3 +108,46 @@ def test_collate_pads_right_and_never_supervises_padding(builder) -> None:
         assert batch["attention_mask"][row].tolist() == [1] * length + [0] * (width - length)
         assert batch["labels"][row, length:].eq(IGNORE).all()
         assert int(batch["labels"][row].ne(IGNORE).sum()) == item.supervised
+
+
+MOVE = MultiEditExample(
+    "move",
+    "Move helper to util.py.",
+    (
+        FileChange(
+            "app.py",
+            "import os\n\n\ndef helper(x):\n    return x + 1\n\n\ndef main():\n    return 2\n",
+            "import os\n\n\ndef main():\n    return 2\n",
+        ),
+        FileChange("util.py", "X = 1\n", "X = 1\n\n\ndef helper(x):\n    return x + 1\n"),
+        FileChange("old.py", "gone\n", None),
+        FileChange("new.py", None, "def helper(x):\n"),
+    ),
+)
+
+
+def test_an_edit_of_several_files_is_what_the_multi_file_decoder_feeds(
+    tiny_qwen, builder, monkeypatch
+) -> None:
+    fed: list[int] = []
+    append = kv.append
+
+    def recording(model, cache, token_ids, device):
+        fed.extend(token_ids)
+        return append(model, cache, token_ids, device)
+
+    program = oracle_multi(MOVE.before_files, MOVE.after_files)
+    assert any(isinstance(op, CopyFrom) for section in program.sections[1:2] for op in section.ops)
+    monkeypatch.setattr(kv, "append", recording)
+    result = MultiDecoder(tiny_qwen, draft_budget=0).edit(
+        MOVE.before_files, MOVE.instruction, program=program
+    )
+    monkeypatch.setattr(kv, "append", append)
+    item = builder.build(MOVE)
+    assert result.changes == resolve_multi(program, MOVE.before_files)
+    assert item.input_ids[: len(fed)] == fed
+    assert item.supervised == result.stats.generated_tokens
+    unsupervised_tape = len(item.input_ids) - item.prompt_length - item.supervised
+    assert unsupervised_tape == result.stats.forced_tokens + result.stats.copied_tokens
+    for position, label in enumerate(item.labels):
+        assert label in (IGNORE, item.input_ids[position])

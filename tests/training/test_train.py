@@ -11,6 +11,7 @@ import torch
 
 from cad.selector import Decoder, load_model
 from cad.training import EditExample, write_jsonl
+from cad.training.datasets import MultiEditExample
 from cad.training.train import TrainConfig, TrainingError, train
 from tests.tiny_model import make_tiny_model
 
@@ -202,3 +203,22 @@ def test_a_four_bit_base_trains_and_its_adapter_loads_on_the_full_base(
     assert sorted(float(w.abs().sum()) for w in loaded_b) == pytest.approx(
         sorted(float(w.abs().sum()) for w in trained_b)
     )
+
+
+def test_edits_of_several_files_become_training_examples(sharp_model, tmp_path) -> None:
+    from transformers import AutoTokenizer
+
+    from cad.training.train import prepare_data
+    from tests.training.test_examples import MOVE
+
+    moves = [MultiEditExample(f"move-{i}", MOVE.instruction, MOVE.files) for i in range(12)]
+    data = tmp_path / "mixed.jsonl"
+    write_jsonl(data, [*toy_edits(), *moves])
+    tokenizer = AutoTokenizer.from_pretrained(sharp_model)
+    settings = config(sharp_model, data, tmp_path / "run", valid_fraction=0.0, test_fraction=0.0)
+    train_set, _, skipped = prepare_data(settings, tokenizer, len(tokenizer))
+    assert not skipped
+    ids = {item.id for item in train_set}
+    assert {edit.id for edit in moves} <= ids and {edit.id for edit in toy_edits()} <= ids
+    move = next(item for item in train_set if item.id == "move-0")
+    assert 0 < move.supervised < len(move.input_ids) - move.prompt_length
