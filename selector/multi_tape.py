@@ -77,6 +77,7 @@ class MultiProgramTape:
         self._records = 0
         self._bare = False
         self._steps = 0
+        self._literals: dict[bytes, list[int]] = {}
 
     def mark(self) -> MultiTapeMark:
         """A point to come back to with :meth:`undo`."""
@@ -158,7 +159,9 @@ class MultiProgramTape:
             forced = self.matcher.forced_bytes()
             if not forced:
                 return out
-            ids = self.encode(forced.decode("utf-8"))
+            ids = self._literals.get(forced)
+            if ids is None:
+                ids = self._literals[forced] = self.encode(forced.decode("utf-8"))
             for token in ids:
                 if not self.matcher.accept_token(token):
                     raise RuntimeError(f"forced token {token} rejected by the program FSM")
