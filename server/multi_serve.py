@@ -3,8 +3,9 @@
 The documents to edit are numbered from 1 in the order of ``uris``, then the ``context``
 documents, which the program may copy from but not change. Created files (``<create
 path>``) are placed relative to ``root`` (by default the folder of the first document).
-The program is resolved against the documents as they were when the request arrived (the
-snapshot of ``ReceivedCommand``), and the edit goes out as one ``workspace/applyEdit``
+The program is given (``program``) or decoded by the server's model from ``instruction``
+(``decode``, run on the server's worker thread); either way it is resolved against the
+documents as they were when the request arrived (the snapshot of ``ReceivedCommand``), and the edit goes out as one ``workspace/applyEdit``
 whose ``documentChanges`` hold a versioned text edit per changed document, ``CreateFile``
 (then the new text) per created file and ``DeleteFile`` per deleted one; nothing is sent
 when any of the documents changed meanwhile.
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
@@ -50,9 +54,10 @@ class MultiRequest:
 
     uris: tuple[str, ...]
     context: tuple[str, ...]
-    program: str
+    program: str | None
     root: str | None
     dry_run: bool
+    instruction: str = ""
 
     @property
     def all_uris(self) -> tuple[str, ...]:
@@ -86,12 +91,13 @@ def parse_multi_request(arguments: dict[str, Any]) -> MultiRequest:
                 "whole documents"
             )
     program = arguments.get("program")
-    if program is None:
+    instruction = arguments.get("instruction", "")
+    if program is None and (not isinstance(instruction, str) or not instruction.strip()):
         raise JsonRpcInvalidParams(
-            "cad.applyEdit: several documents need a 'program' (no model decodes an edit of "
-            "several files yet); give a multi-file program, or edit one document at a time"
+            "cad.applyEdit: several documents need an 'instruction' saying what to change (or "
+            "a multi-file 'program')"
         )
-    if not isinstance(program, str):
+    if program is not None and not isinstance(program, str):
         raise JsonRpcInvalidParams("cad.applyEdit: 'program' must be program text")
     root = arguments.get("root")
     if root is not None and (not isinstance(root, str) or not root):
@@ -107,7 +113,7 @@ def parse_multi_request(arguments: dict[str, Any]) -> MultiRequest:
                 "'context'"
             )
         seen.add(uri)
-    return MultiRequest(uris, context, program, root, dry_run)
+    return MultiRequest(uris, context, program, root, dry_run, instruction)
 
 
 def _same_file_key(uri: str) -> tuple[str, str, str]:
@@ -146,10 +152,9 @@ def _program_error(exc: ProgramError) -> JsonRpcInvalidParams:
     )
 
 
-def plan(request: MultiRequest, received: ReceivedCommand) -> MultiPlan:
-    """Check the request against the documents as they were when it arrived: every document
-    open and in step, no section writing a context document, no created file that is open
-    or one of the documents. Raises InvalidParams."""
+def snapshot(request: MultiRequest, received: ReceivedCommand) -> tuple[OpenDocument, ...]:
+    """The request's documents as they were when it arrived, every one open and in step with
+    the editor; raises InvalidParams."""
     documents = []
     for uri in request.all_uris:
         document = received.documents.get(uri)
@@ -161,8 +166,20 @@ def plan(request: MultiRequest, received: ReceivedCommand) -> MultiPlan:
                 f"({document.out_of_step}); close and reopen the document"
             )
         documents.append(document)
+    return tuple(documents)
+
+
+def plan(
+    request: MultiRequest,
+    received: ReceivedCommand,
+    documents: tuple[OpenDocument, ...],
+    program_text: str,
+) -> MultiPlan:
+    """Check the program against the documents as they were when the request arrived: no
+    section writing a context document, no created file that is open or one of the
+    documents. Raises InvalidParams."""
     try:
-        program = parse_multi(request.program)
+        program = parse_multi(program_text)
     except ProgramError as exc:
         raise _program_error(exc) from None
     root = request.root or default_root(request.uris[0])
@@ -186,7 +203,7 @@ def plan(request: MultiRequest, received: ReceivedCommand) -> MultiPlan:
                 "is a 'context' document, which the program may copy from but not change; give "
                 "it in 'uris' to edit it"
             )
-    return MultiPlan(tuple(documents), program, created, editable)
+    return MultiPlan(documents, program, created, editable)
 
 
 def resolve_plan(plan: MultiPlan) -> Changes:
@@ -310,15 +327,37 @@ def changed_document(protocol: CadProtocol, plan: MultiPlan) -> str | None:
     return None
 
 
+Decode = Callable[
+    [list[tuple[str, str]], int, str, threading.Event], tuple[str, dict[str, Any]] | None
+]
+"""Decodes an edit of several documents on the server's worker: ``(files as (uri, text),
+how many may be written, instruction, cancel flag) -> (program text, decode stats)``,
+``None`` when cancelled; raises ``JsonRpcException`` for a failure to report."""
+
+
 async def run_multi_edit(
-    ls: Any, running: dict[str, Any], request: MultiRequest, received: ReceivedCommand
+    ls: Any,
+    running: dict[str, Any],
+    request: MultiRequest,
+    received: ReceivedCommand,
+    decode: tuple[Executor, Decode] | None = None,
 ) -> dict[str, Any]:
-    """Resolve a multi-file program against the documents as they arrived and apply it as
-    one ``WorkspaceEdit``, if no document changed meanwhile and the request was not
-    cancelled before the edit was sent. ``running`` holds each document's running edit
-    (a newer edit of any of the documents supersedes this one)."""
+    """Resolve a multi-file program (given, or decoded from the instruction by ``decode`` on
+    its executor) against the documents as they arrived and apply it as one
+    ``WorkspaceEdit``, if no document changed meanwhile and the request was not cancelled
+    before the edit was sent. ``running`` holds each document's running edit (a newer edit
+    of any of the documents supersedes this one)."""
     protocol: CadProtocol = ls.protocol
-    checked = plan(request, received)
+    documents = snapshot(request, received)
+    if request.program is None and decode is None:
+        raise JsonRpcInvalidParams(
+            "cad.applyEdit: this server has no model to decode an edit of several documents; "
+            "give a multi-file 'program'"
+        )
+    checked = (
+        None if request.program is None else plan(request, received, documents, request.program)
+    )
+    decoded: dict[str, Any] = {}
     flag = received.cancelled
     for uri in request.uris:
         previous = running.get(uri)
@@ -327,6 +366,19 @@ async def run_multi_edit(
         running[uri] = flag
     try:
         loop = asyncio.get_running_loop()
+        if checked is None:
+            assert decode is not None
+            executor, decoder = decode
+            files = [(document.uri, document.text) for document in documents]
+            outcome = await loop.run_in_executor(
+                executor, decoder, files, len(request.uris), request.instruction, flag
+            )
+            if outcome is None or flag.is_set():
+                superseded = any(running.get(uri) not in (None, flag) for uri in request.uris)
+                reason = "superseded" if superseded else "cancelled"
+                return {"applied": False, "program": "", "stats": {}, "reason": reason}
+            program_text, decoded = outcome
+            checked = plan(request, received, documents, program_text)
         changes = await loop.run_in_executor(None, resolve_plan, checked)
     finally:
         for uri in request.uris:
@@ -334,7 +386,7 @@ async def run_multi_edit(
                 del running[uri]
     found = file_changes(checked, changes)
     program = format_multi(checked.program)
-    stats = {"mode": "program", "ops": checked.program.op_count, "files": len(found)}
+    stats = {**decoded, "mode": "program", "ops": checked.program.op_count, "files": len(found)}
     result: dict[str, Any] = {
         "applied": False,
         "program": program,

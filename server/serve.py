@@ -360,7 +360,9 @@ def build_server() -> tuple[LanguageServer, CadServer]:
         try:
             request = parse_request(list(arguments))
             if isinstance(request, MultiRequest):
-                return await run_multi_edit(ls, cad.running, request, received)
+                cad.loop = asyncio.get_running_loop()
+                decode = (cad.executor, partial(decode_several, cad))
+                return await run_multi_edit(ls, cad.running, request, received, decode)
             return await run_edit(cad, request, received)
         except JsonRpcException as exc:
             log.warning("%s: %s", APPLY_EDIT, shorten(exc.message))
@@ -630,6 +632,48 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
     if result.stats.truncated:
         raise BudgetSpent(job.budget)
     return Outcome(program, result.text, {**result.stats.to_dict(), "mode": job.mode.value})
+
+
+def decode_several(
+    cad: CadServer,
+    files: list[tuple[str, str]],
+    editable: int,
+    instruction: str,
+    flag: threading.Event,
+) -> tuple[str, dict[str, Any]] | None:
+    """Worker-thread part of an edit of several documents: the program the model writes for
+    ``instruction`` over ``files`` (the first ``editable`` may be written), with the
+    decode's stats; ``None`` when cancelled. Failures raise as ``JsonRpcException``."""
+    from cad.resolver import format_multi
+    from cad.selector import Cancelled, MultiDecoder
+
+    try:
+        cad.settings.check()
+        if cad.settings.engine:
+            raise JsonRpcInvalidParams(
+                "cad.applyEdit: a shared engine edits one document at a time; give a "
+                "multi-file 'program', or clear cad.engine to decode with a local model"
+            )
+        for _, text in files:
+            check_model_input(text, 0)
+        budget = cad.settings.budget()
+        if cad.needs_loading():
+            cad.status("loading", cad.settings.model_name())
+        loaded = cad.model()
+        cad.status("editing")
+        result = MultiDecoder(loaded, max_new_tokens=budget).edit(
+            files, instruction, editable=editable, cancel=flag
+        )
+        if result.stats.truncated:
+            raise BudgetSpent(budget)
+    except Cancelled:
+        return None
+    except Exception as exc:  # the server must survive anything a model throws
+        error = failure(exc, cad.settings)
+        cad.status("error", error.message)
+        raise error from None
+    cad.status("ready")
+    return format_multi(result.program), result.stats.to_dict()
 
 
 def _syntax_plan(

@@ -301,7 +301,8 @@ def test_a_cancel_right_behind_a_multi_file_edit_applies_nothing() -> None:
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
-        ({"uris": [APP, UTIL], "instruction": "move helper"}, "need a 'program'"),
+        ({"uris": [APP, UTIL]}, "need an 'instruction'"),
+        ({"uris": [APP, UTIL], "instruction": " "}, "need an 'instruction'"),
         ({"uris": [APP, "file:///not/open.py"], "program": "</program>"}, "not open"),
         ({"uris": [APP, APP], "program": "</program>"}, "given twice"),
         ({"uris": [APP], "context": [APP], "program": "</program>"}, "given twice"),
@@ -441,3 +442,62 @@ def test_random_multi_file_edits_and_changes_never_apply_a_stale_edit() -> None:
     problems = run(scenario)
     assert not problems, problems[:3]
     assert min(outcomes[key] for key in ("True", "document changed", "error")) >= 10, outcomes
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from tests.tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny"), "qwen2")
+
+
+def configured(client: Client, model, budget: int = 2048) -> None:
+    """Point the server at the tiny model, on the CPU."""
+    settings = client.cad.settings
+    settings.model, settings.device, settings.dtype = str(model), "cpu", "float32"
+    settings.maxNewTokens = budget
+
+
+def test_an_instruction_over_several_documents_is_decoded_and_applied(
+    tiny_model_dir, monkeypatch
+) -> None:
+    from functools import partialmethod
+
+    from cad.selector import MultiDecoder
+
+    monkeypatch.setattr(
+        MultiDecoder, "edit", partialmethod(MultiDecoder.edit, program=parse_multi(PROGRAM))
+    )
+
+    async def scenario() -> tuple[Client, dict[str, Any]]:
+        client = Client()
+        await client.start(TEXTS)
+        configured(client, tiny_model_dir)
+        argument = {"uris": [APP, UTIL, OLD], "context": [CTX], "instruction": "Move helper"}
+        answer = await client.answer(await client.edit(argument))
+        await client.settle()
+        return client, answer
+
+    client, answer = run(scenario)
+    result = answer["result"]
+    assert result["applied"] is True, result
+    assert result["program"] == PROGRAM.rstrip("\n")
+    assert result["stats"]["forwards"] > 0 and result["stats"]["copied_tokens"] > 0
+    assert client.texts() == expected_after(TEXTS, PROGRAM, [APP, UTIL, OLD, CTX])
+
+
+def test_a_decode_that_spends_its_budget_applies_nothing(tiny_model_dir) -> None:
+    async def scenario() -> tuple[Client, dict[str, Any], dict[str, Any]]:
+        client = Client()
+        await client.start(TEXTS)
+        configured(client, tiny_model_dir, budget=3)
+        argument = {"uris": [APP, UTIL], "instruction": "Move helper"}
+        answer = await client.answer(await client.edit(argument))
+        after = await client.answer(await client.edit(ARGUMENT))
+        return client, answer, after
+
+    client, answer, after = run(scenario)
+    assert answer["error"]["code"] == -32603
+    assert "whole budget of 3 tokens" in answer["error"]["message"]
+    assert after["result"]["applied"] is True  # the server keeps serving
+    assert len(client.sent_edits) == 1
