@@ -1,6 +1,7 @@
 /**
  * The user-facing commands: edit the selection or the file with an instruction, apply a given
- * program (to the selection, or a multi-file program to several files), cancel running edits.
+ * program (to the selection, or a multi-file program to several files), edit several files with
+ * one instruction, cancel running edits.
  */
 
 import * as vscode from "vscode";
@@ -9,7 +10,7 @@ import { buildEditArgument, describeResult, type EditRequest, type MultiEditArgu
 import type { InstructionHistory } from "./lib/history";
 import type { CadSettings } from "./lib/settings";
 import type { Range } from "./lib/textEdits";
-import { createRoot, pickDocuments, previewAndApplyFiles } from "./multiFile";
+import { createRoot, type PickedDocuments, pickDocuments, previewAndApplyFiles } from "./multiFile";
 import { type PreviewDocuments, previewAndApply } from "./preview";
 import { askInstruction, askProgram } from "./prompt";
 import { type EditServer, errorText, ServerUnavailableError } from "./server";
@@ -45,6 +46,7 @@ export class EditCommands implements vscode.Disposable {
       vscode.commands.registerCommand("cad.editSelection", (target?: unknown) => this.editSelection(target)),
       vscode.commands.registerCommand("cad.editFile", () => this.editFile()),
       vscode.commands.registerCommand("cad.applyProgram", (target?: unknown) => this.applyProgram(target)),
+      vscode.commands.registerCommand("cad.editFiles", () => this.editFiles()),
       vscode.commands.registerCommand("cad.applyProgramToFiles", () => this.applyProgramToFiles()),
       vscode.commands.registerCommand("cad.cancel", () => this.cancelAll()),
       vscode.commands.registerCommand("cad.clearHistory", async () => {
@@ -96,6 +98,23 @@ export class EditCommands implements vscode.Disposable {
   }
 
   /**
+   * Edit several open documents picked by the user (copying from context documents) with one
+   * instruction: the server's model writes one multi-file program, and every file is previewed
+   * in the refactor preview before anything is applied.
+   */
+  async editFiles(): Promise<void> {
+    const picked = await pickDocuments();
+    if (picked === undefined) {
+      return;
+    }
+    const instruction = await askInstruction(this.context.history, "Copy-as-Decode: edit the files");
+    if (instruction === undefined) {
+      return;
+    }
+    await this.runOnFiles(picked, { instruction }, "Copy-as-Decode: editing the files");
+  }
+
+  /**
    * Apply a multi-file program to open documents picked by the user (and copy from context
    * documents), previewing every file in the refactor preview before anything is applied.
    */
@@ -108,9 +127,18 @@ export class EditCommands implements vscode.Disposable {
     if (program === undefined) {
       return;
     }
+    await this.runOnFiles(picked, { program }, "Copy-as-Decode: applying the program");
+  }
+
+  /** Send an edit of the picked documents as a dry run, then preview and apply its result. */
+  private async runOnFiles(
+    picked: PickedDocuments,
+    what: { program: string } | { instruction: string },
+    title: string,
+  ): Promise<void> {
     const argument: MultiEditArgument = {
       uris: picked.edit.map((document) => document.uri.toString()),
-      program,
+      ...what,
       dryRun: true,
     };
     if (picked.context.length > 0) {
@@ -124,7 +152,7 @@ export class EditCommands implements vscode.Disposable {
     this.running.add(source);
     try {
       const result = await vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: "Copy-as-Decode: applying the program", cancellable: true },
+        { location: vscode.ProgressLocation.Notification, title, cancellable: true },
         async (_progress, token) => {
           const subscription = token.onCancellationRequested(() => source.cancel());
           try {

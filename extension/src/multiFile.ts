@@ -44,12 +44,18 @@ function item(document: vscode.TextDocument, picked: boolean): DocumentItem {
   return { label: shownPath(document.uri), picked, document };
 }
 
+/** The documents an edit of several files writes (files 1, 2, …) and copies from (context). */
+export interface PickedDocuments {
+  edit: vscode.TextDocument[];
+  context: vscode.TextDocument[];
+}
+
 /**
  * Ask for the documents to edit (numbered 1, 2, … in the order listed) and then for context
  * documents (numbered after them), which the program may copy from but not change. Resolves to
  * undefined when the user dismisses a picker.
  */
-export async function pickDocuments(): Promise<{ edit: vscode.TextDocument[]; context: vscode.TextDocument[] } | undefined> {
+export async function pickDocuments(): Promise<PickedDocuments | undefined> {
   const documents = candidateDocuments();
   if (documents.length === 0) {
     void vscode.window.showWarningMessage("Copy-as-Decode: open the files to edit first.");

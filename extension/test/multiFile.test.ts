@@ -178,6 +178,34 @@ describe("Apply Program to Files…", () => {
   });
 });
 
+describe("Edit Files with Instruction…", () => {
+  it("sends the instruction for the picked documents and previews what the model wrote", async () => {
+    fake.onQuickPick = (picker) => picker.type("move OLD to util.py");
+    fake.confirm = () => true;
+    await commands.editFiles();
+    expect(server.arguments).toEqual([
+      { uris: [OLD, UTIL], context: [CTX], instruction: "move OLD to util.py", root: "file:///work", dryRun: true },
+    ]);
+    expect(texts()).toEqual({ [UTIL]: "OLD = 0\n", [CTX]: "CTX = 3\n", [APP]: "import os\n", [NEW]: "CTX = 3\n" });
+  });
+
+  it("sends nothing when the instruction is dismissed", async () => {
+    fake.onQuickPick = (picker) => picker.hide();
+    await commands.editFiles();
+    expect(server.arguments).toEqual([]);
+  });
+
+  it("applies nothing when the edit is cancelled", async () => {
+    fake.onQuickPick = (picker) => picker.type("move OLD to util.py");
+    server.answer = () => Promise.resolve(undefined);
+    await commands.editFiles();
+    expect(fake.appliedEdits).toEqual([]);
+    expect(fake.messages.map((message) => message.message)).toEqual([
+      "Copy-as-Decode: the edit was cancelled; nothing was changed.",
+    ]);
+  });
+});
+
 describe("reading the server's WorkspaceEdit", () => {
   it("folds a created file's text into its creation and keeps version checks", () => {
     const operations = readWorkspaceEdit(dryRun().edit);

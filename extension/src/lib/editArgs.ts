@@ -27,7 +27,9 @@ export interface EditArgument {
 export interface MultiEditArgument {
   uris: string[];
   context?: string[];
-  program: string;
+  /** The multi-file program to apply; without it the server's model decodes `instruction`. */
+  program?: string;
+  instruction?: string;
   root?: string;
   dryRun?: boolean;
 }
