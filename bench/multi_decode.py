@@ -15,6 +15,9 @@ model runs every forward, so forwards and wall-clock are real without trained we
 * **per-file program** — each written file's own oracle program (copies from its own old
   text only), one decode per file;
 * **per-file rewrite** — rewrite mode drafting each file from its old text;
+* **rewrite drafted from all files** — rewrite mode over every file at once
+  (:func:`cad.selector.multi_rewrite.rewrite_files`): each file that stays is rewritten with
+  drafts from it and then every other file; a created file is rewritten from nothing;
 * **AR** — each file regenerated token by token.
 
 A deleted file costs the per-file methods nothing. MODEL is an architecture name (random
@@ -46,10 +49,17 @@ from cad.resolver import (
     per_file_programs,
 )
 from cad.selector import Decoder, LoadedModel, MultiDecoder, regenerate
+from cad.selector.multi_rewrite import rewrite_files
 from cad.selector.rewrite import rewrite_forced
 from cad.training.datasets import MultiEditExample, load_examples
 
-METHODS = ("multi-file program", "per-file program", "per-file rewrite", "AR")
+METHODS = (
+    "multi-file program",
+    "per-file program",
+    "per-file rewrite",
+    "rewrite drafted from all files",
+    "AR",
+)
 
 
 def choose_edits(
@@ -97,7 +107,8 @@ def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, 
         raise RuntimeError(f"{edit.id}: the multi-file program did not give the files after it")
     row["multi-file program"] = {"forwards": result.stats.forwards, "wall_s": wall}
     decoder = Decoder(loaded, max_new_tokens=1 << 20)
-    totals = {method: {"forwards": 0.0, "wall_s": 0.0} for method in METHODS[1:]}
+    file_by_file = ("per-file program", "per-file rewrite", "AR")
+    totals = {method: {"forwards": 0.0, "wall_s": 0.0} for method in file_by_file}
     per_file = per_file_programs(before, after)
     for section in per_file.sections:
         if isinstance(section, DeleteFile):
@@ -119,7 +130,42 @@ def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, 
             totals[method]["forwards"] += outcome.stats.forwards
             totals[method]["wall_s"] += wall
     row.update(totals)
+    row["rewrite drafted from all files"] = rewrite_all(loaded, edit)
     return row
+
+
+def rewrite_all(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, float]:
+    """Forwards and wall-clock of rewriting every file that stays with drafts from all files,
+    and every created file from nothing."""
+    before, after = edit.before_files, edit.after_files
+    staying = [path for path in before if path in after and before[path] != after[path]]
+    ordered = {path: before[path] for path in staying}
+    ordered.update((path, text) for path, text in before.items() if path not in ordered)
+    targets = {path: after[path] for path in staying}
+    forwards, wall = 0.0, 0.0
+    if staying:
+        result, wall = timed(
+            loaded,
+            partial(
+                rewrite_files,
+                loaded,
+                ordered,
+                edit.instruction,
+                editable=len(staying),
+                targets=targets,
+            ),
+        )
+        if result.changes != targets:
+            raise RuntimeError(f"{edit.id}: rewriting all files did not give the files after it")
+        forwards = result.stats.forwards
+    for path in after:
+        if path not in before:
+            outcome, seconds = timed(
+                loaded, partial(rewrite_forced, loaded, "", edit.instruction, after[path])
+            )
+            forwards += outcome.stats.forwards
+            wall += seconds
+    return {"forwards": forwards, "wall_s": wall}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

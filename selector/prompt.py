@@ -129,3 +129,28 @@ def rewrite_prompt(
         user += f"\nRewrite lines {first}-{last} only; they are now:\n{fenced(part)}"
         system = REWRITE_RANGE_SYSTEM
     return tokenizer.encode(render(tokenizer, system, user), add_special_tokens=False)
+
+
+MULTI_REWRITE_SYSTEM = (
+    "You edit several files. Reply with the complete updated text of the one file you are "
+    "asked for, exactly as it should be saved, and nothing else."
+)
+
+
+def multi_rewrite_prompt(
+    tokenizer: Any, workspace: Workspace, instruction: str, file: int
+) -> list[int]:
+    """Token ids of the prompt that asks for the updated text of ``file`` (1-based) of an
+    edit of several files: every file is shown plain in a fence under its header, so a reply
+    can repeat any of them token for token."""
+    shown = "".join(
+        f"[{number}] {path}\n{fenced(document.text)}"
+        for number, (path, document) in enumerate(
+            zip(workspace.paths, workspace.documents, strict=True), 1
+        )
+    )
+    user = (
+        f"Instruction: {instruction}\n\nFiles:\n{shown}\n"
+        f"Reply with the updated text of file [{file}] {workspace.paths[file - 1]}."
+    )
+    return tokenizer.encode(render(tokenizer, MULTI_REWRITE_SYSTEM, user), add_special_tokens=False)

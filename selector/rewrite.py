@@ -448,7 +448,8 @@ def replay_rewrite(
             clock("forward")
 
 
-def _decode(loaded: LoadedModel, token_ids: list[int]) -> str:
+def decoded_text(loaded: LoadedModel, token_ids: list[int]) -> str:
+    """The text of ``token_ids`` exactly as the tokenizer spells it (no clean-up)."""
     return loaded.tokenizer.decode(token_ids, clean_up_tokenization_spaces=False)
 
 
@@ -466,7 +467,7 @@ def _line_range(document: Document, lines: tuple[int, int] | None) -> tuple[str,
     return "".join(parts[: first - 1]), "".join(parts[first - 1 : last]), "".join(parts[last:])
 
 
-def _with_budget(
+def with_budget(
     config: DraftConfig | None, draft_budget: int | None, device: torch.device
 ) -> DraftConfig:
     """``config`` or the shipped default for ``device``, its budget replaced by
@@ -497,7 +498,7 @@ def rewrite(
     removed; a spent budget marks the result ``truncated``. ``syntax`` (built for the rewritten region)
     keeps the new text a prefix of a file of its language that ends only where the whole
     file parses."""
-    config = _with_budget(config, draft_budget, loaded.device)
+    config = with_budget(config, draft_budget, loaded.device)
     tokenizer = loaded.tokenizer
     shown = Document(document)
     head, part, tail = _line_range(shown, lines)
@@ -513,7 +514,7 @@ def rewrite(
         syntax=syntax,
     )
     final_newline = part.endswith(("\n", "\r")) or not part
-    text = extract_file(_decode(loaded, output), final_newline)
+    text = extract_file(decoded_text(loaded, output), final_newline)
     return DecodeResult(None, head + text + tail, stats)
 
 
@@ -534,7 +535,7 @@ def rewrite_forced(
     force it): every forward still runs, so forwards and wall-clock are real, and acceptance
     can be measured without trained weights. ``syntax`` cuts the drafts as in
     :func:`rewrite` (the target itself must parse)."""
-    config = _with_budget(config, draft_budget, loaded.device)
+    config = with_budget(config, draft_budget, loaded.device)
     tokenizer = loaded.tokenizer
     target_ids = tokenizer.encode(target, add_special_tokens=False)
     output, stats = speculate(
@@ -550,4 +551,4 @@ def rewrite_forced(
         mode="rewrite-oracle",
         syntax=syntax,
     )
-    return DecodeResult(None, _decode(loaded, output), stats)
+    return DecodeResult(None, decoded_text(loaded, output), stats)

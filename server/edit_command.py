@@ -51,6 +51,7 @@ from cad.server.multi_edit import (
     read_program,
     refuse_options,
     resolve_files,
+    rewrite_several,
 )
 from cad.server.multi_edit import read_files as read_files_of_edit
 from cad.server.syntax_setting import SyntaxChoice
@@ -419,11 +420,8 @@ def edit_files(
     if program_text is None:
         text = read_instruction(instr, instr_file)
         check_instruction(text)
-        if decoding.mode is EditMode.rewrite:
-            raise UserError(
-                "--mode rewrite edits one file at a time; leave it out to decode one program "
-                "for all the files"
-            )
+    elif decoding.mode is EditMode.rewrite:
+        raise UserError("--mode rewrite writes files without a program; leave out --program")
     elif instr is not None or instr_file is not None:
         read_instruction(instr, instr_file)  # checked, though a given program needs none
     check_exclusive(given)
@@ -440,8 +438,12 @@ def edit_files(
         with stderr.status(f"loading {model_name(options)}"):
             loaded = load(options)
         _announce_compiling(loaded)
-        with _progress_bar("decoding", _program_status) as show:
-            outcome = decode_files(loaded, options, texts, len(files), show)
+        if options.mode is EditMode.rewrite:
+            with _progress_bar("rewriting", _rewrite_status) as show:
+                outcome = rewrite_several(loaded, options, texts, len(files), show)
+        else:
+            with _progress_bar("decoding", _program_status) as show:
+                outcome = decode_files(loaded, options, texts, len(files), show)
     deliver_multi(
         outcome,
         write=delivery.write,

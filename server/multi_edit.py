@@ -245,6 +245,53 @@ def describe(
     return MultiOutcome(format_multi(program), results, described)
 
 
+def rewrite_outcome(
+    texts: dict[str, str], changes: dict[str, str], stats: dict[str, Any]
+) -> MultiOutcome:
+    """The outcome of rewriting files (no program): what each file becomes, with the
+    decode's ``stats``."""
+    results = tuple(
+        FileResult(path, diff_path(Path(path)), texts[path], after, os.stat(path).st_mode)
+        for path, after in changes.items()
+    )
+    described = {**stats, "files": len(results), "decoded_by": "this process"}
+    return MultiOutcome("", results, described)
+
+
+def rewrite_several(
+    loaded: Any,
+    options: EditOptions,
+    texts: dict[str, str],
+    editable: int,
+    report: Callable[[Any], None] | None = None,
+) -> MultiOutcome:
+    """Rewrite mode over several files: the model writes each file to edit in turn, drafted
+    from every file (:func:`cad.selector.multi_rewrite.rewrite_files`). A file cut short by
+    ``--max-new-tokens`` is refused: nothing is written."""
+    from cad.selector import Cancelled, ContextTooLongError
+    from cad.selector.multi_rewrite import rewrite_files
+
+    try:
+        result = rewrite_files(
+            loaded,
+            texts,
+            options.instr,
+            editable=editable,
+            max_new_tokens=options.max_new_tokens,
+            sampling=sampling_of(options),
+            on_progress=report,
+            draft_budget=options.draft_budget,
+        )
+    except (ContextTooLongError, Cancelled) as exc:
+        raise UserError(str(exc)) from None
+    if result.stats.truncated:
+        raise UserError(
+            f"the model spent its budget of {options.max_new_tokens:,} tokens before ending a "
+            "file; nothing was written (raise --max-new-tokens)"
+        )
+    return rewrite_outcome(texts, result.changes, result.stats.to_dict())
+
+
 def decode_files(
     loaded: Any,
     options: EditOptions,
@@ -353,9 +400,14 @@ def deliver_multi(
         write_atomic(stats_json, json.dumps(stats, indent=2) + "\n")
     if write:
         written, created, deleted = write_results(outcome.files)
+        steps = (
+            plural(int(stats["ops"]), "op")
+            if stats.get("mode") == "program"
+            else plural(int(stats["forwards"]), "forward")
+        )
         print(
             f"wrote {plural(written, 'file')}, created {created}, deleted {deleted} "
-            f"({plural(int(stats['ops']), 'op')}, {float(stats['wall_s']):.2f}s)",
+            f"({steps}, {float(stats['wall_s']):.2f}s)",
             file=sys.stderr,
         )
     elif stdout:

@@ -146,3 +146,28 @@ def test_dropped_lines_of_finished_sections_are_drafted_as_moves() -> None:
         (*program.sections[:2], EditFile(2, (CopyFrom(1, CopyLines(4, 8)),)), EditFile(4, ()))
     )
     assert MultiDrafter.gaps(taken) == [(1, 13, 19)]
+
+
+def test_rewriting_several_files_drafts_moved_code_from_the_file_it_left(tiny_qwen) -> None:
+    from cad.selector.multi_rewrite import draft_source, rewrite_files
+
+    before, after = moves("python", 1)[0]
+    kept = {path: after[path] for path in ("a.py", "b.py")}
+    result = rewrite_files(tiny_qwen, before, INSTRUCTION, editable=2, targets=kept)
+    assert result.changes == kept
+    assert not result.stats.truncated
+    encode = tiny_qwen.tokenizer.encode
+    source = draft_source(Workspace(before), 2, encode)
+    assert source[: len(encode(before["b.py"]))] == encode(before["b.py"])
+    assert len(source) == sum(len(encode(text)) for text in before.values())
+    output = len(tiny_qwen.tokenizer.encode(after["a.py"] + after["b.py"]))
+    assert result.stats.forwards < output / 2
+
+
+def test_rewriting_several_files_cut_short_says_so(tiny_qwen) -> None:
+    from cad.selector.multi_rewrite import rewrite_files
+
+    before, _ = moves("python", 1)[0]
+    result = rewrite_files(tiny_qwen, before, INSTRUCTION, editable=1, max_new_tokens=4)
+    assert result.stats.truncated
+    assert list(result.changes) == ["a.py"]

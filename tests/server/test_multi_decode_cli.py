@@ -100,3 +100,24 @@ def test_a_program_cut_short_by_the_budget_writes_nothing(workspace, model_dir) 
     (line,) = result.stderr.decode().splitlines()
     assert line.startswith("error: the model spent its budget of 3 tokens"), line
     assert {path.name: path.read_text() for path in workspace.glob("*.py")} == BEFORE
+
+
+def test_rewrite_mode_writes_every_file_it_was_given(workspace, model_dir, monkeypatch) -> None:
+    import cad.selector.multi_rewrite as multi_rewrite
+
+    targets = {"app.py": AFTER["app.py"], "util.py": AFTER["util.py"]}
+    monkeypatch.setattr(
+        multi_rewrite,
+        "rewrite_files",
+        functools.partial(multi_rewrite.rewrite_files, targets=targets),
+    )
+    args = ["edit", "app.py", "util.py", "--context", "ctx.py", "--instr", "Move helper"]
+    result = CliRunner().invoke(
+        app,
+        [*args, "--mode", "rewrite", "--model", str(model_dir), "--device", "cpu", "--write"],
+    )
+    assert result.exit_code == 0, result.output
+    assert (workspace / "app.py").read_text() == AFTER["app.py"]
+    assert (workspace / "util.py").read_text() == AFTER["util.py"]
+    assert (workspace / "ctx.py").read_text() == BEFORE["ctx.py"]
+    assert "wrote 2 files, created 0, deleted 0" in result.output

@@ -210,7 +210,7 @@ def test_one_file_with_a_program_that_creates_a_file(workspace: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["app.py", "util.py", "--instr", "move helper", "--mode", "rewrite"], "--mode rewrite edits one file at a time"),
+        (["app.py", "util.py", "--program", "edit.program", "--mode", "rewrite"], "--mode rewrite writes files without a program"),
         (["app.py", "--context", "ctx.py", "--instr", " "], "the instruction is empty"),
         (["app.py", "util.py", "--instr", "x", "--syntax", "python"], "--syntax does not apply to an edit of several files"),
         (["app.py", "app.py", "--program", "edit.program"], "app.py: given twice;"),
