@@ -3,9 +3,11 @@
 The program drafter prices its guesses with a :class:`ProgramPrior`: how ops follow each
 other, where copies start relative to the line the output has reached, how long they run,
 when gens close. All of it is read off the oracle programs of an edit corpus (what a trained
-selector learns to write), and the drafting thresholds are then chosen by replaying forced
-program decoding without a model (:func:`cad.selector.decoder.replay_forced`), keeping those
-that need the fewest forwards at the configuration's draft budget.
+selector learns to write). What cannot be counted off a program is then chosen by replaying
+forced program decoding without a model (:func:`cad.selector.decoder.replay_forced`),
+keeping what needs the fewest forwards at the configuration's draft budget: the reach
+thresholds over a grid, then, one at a time, the weights of a gen body's guesses and of the
+ops drafted ahead (``SEARCHED``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from cad.training.datasets import EditExample
 
 FOLLOW_REACHES = (0.01, 0.05)
 MIN_REACHES = (0.0005, 0.002)
+SEARCHED: dict[str, tuple[float, ...]] = {
+    "body_rate": (0.8, 0.9, 0.95),
+    "follow_ops": (2, 3, 4),
+    "follow_discount": (0.2, 0.3, 0.5),
+    "anchor_share": (0.05, 0.15, 0.3),
+    "repeat_share": (0.05, 0.15, 0.3),
+}
+"""The prior's weights chosen by replay, in this order, each over these values with the
+others held (coordinate search from the shipped values)."""
 REPLAYED_CHARACTERS = 8000
 """Edits longer than this are fitted but not replayed when choosing thresholds (replays of
 long files take seconds each and decide the same way)."""
@@ -43,12 +54,20 @@ class OracleEdit:
 
 @dataclass(frozen=True)
 class PriorRow:
-    """The replayed forwards of one pair of thresholds, summed over the replayed edits."""
+    """The replayed forwards and drafted tokens of one prior, summed over the replayed
+    edits."""
 
-    min_reach: float
-    follow_reach: float
+    prior: ProgramPrior
     forwards: int
     drafted: int
+
+    @property
+    def min_reach(self) -> float:
+        return self.prior.min_reach
+
+    @property
+    def follow_reach(self) -> float:
+        return self.prior.follow_reach
 
 
 def oracle_edits(examples: Iterable[EditExample]) -> list[OracleEdit]:
@@ -154,21 +173,34 @@ def calibrate_prior(
     sample: int = 40,
     on_row: Callable[[PriorRow], None] | None = None,
 ) -> tuple[ProgramPrior, list[PriorRow]]:
-    """The prior fitted to ``edits``, with the reach thresholds that need the fewest forwards
-    when at most ``sample`` of them (spread evenly) are replayed at ``budget``."""
+    """The prior fitted to ``edits``, with the reach thresholds and then the weights of
+    ``SEARCHED`` that need the fewest forwards (then drafted tokens) when at most ``sample``
+    of them (spread evenly) are replayed at ``budget``; also every prior replayed."""
     fitted = fit_prior(edits)
     small = [edit for edit in edits if len(edit.before) <= REPLAYED_CHARACTERS]
     stride = max(1, len(small) // max(sample, 1))
     chosen = small[::stride][:sample]
-    rows = []
+    rows: list[PriorRow] = []
+
+    def measure(prior: ProgramPrior) -> PriorRow:
+        forwards, drafted = replay_prior(chosen, prior, index, encode, budget)
+        rows.append(PriorRow(prior, forwards, drafted))
+        if on_row is not None:
+            on_row(rows[-1])
+        return rows[-1]
+
+    def cost(row: PriorRow) -> tuple[int, int]:
+        return row.forwards, row.drafted
+
     for min_reach in MIN_REACHES:
         for follow_reach in FOLLOW_REACHES:
-            if follow_reach < min_reach:
-                continue
-            prior = replace(fitted, min_reach=min_reach, follow_reach=follow_reach)
-            forwards, drafted = replay_prior(chosen, prior, index, encode, budget)
-            rows.append(PriorRow(min_reach, follow_reach, forwards, drafted))
-            if on_row is not None:
-                on_row(rows[-1])
-    best = min(rows, key=lambda r: (r.forwards, r.drafted))
-    return replace(fitted, min_reach=best.min_reach, follow_reach=best.follow_reach), rows
+            if follow_reach >= min_reach:
+                measure(replace(fitted, min_reach=min_reach, follow_reach=follow_reach))
+    best = min(rows, key=cost)
+    for name, values in SEARCHED.items():
+        for value in values:
+            if value != getattr(best.prior, name):
+                row = measure(replace(best.prior, **{name: value}))
+                if cost(row) < cost(best):
+                    best = row
+    return best.prior, rows

@@ -201,7 +201,12 @@ def test_cad_calibrate_bad_input_is_one_line(corpus: Path, args: list[str], mess
 
 def test_the_program_prior_is_read_off_oracle_programs(qwen2_tokenizer) -> None:
     from cad.grammar import ProgramTokenIndex
-    from cad.training.calibrate_program import calibrate_prior, fit_prior, oracle_edits
+    from cad.training.calibrate_program import (
+        SEARCHED,
+        calibrate_prior,
+        fit_prior,
+        oracle_edits,
+    )
 
     pairs = heval_pairs("python")[:10]
     edits = oracle_edits(EditExample(f"e{i}", "Fix.", b, a) for i, (b, a) in enumerate(pairs))
@@ -218,10 +223,12 @@ def test_the_program_prior_is_read_off_oracle_programs(qwen2_tokenizer) -> None:
         return qwen2_tokenizer.encode(text, add_special_tokens=False)
 
     chosen, rows = calibrate_prior(edits[:4], index, encode, budget=64)
-    best = min(row.forwards for row in rows)
-    assert (chosen.min_reach, chosen.follow_reach) in {
-        (row.min_reach, row.follow_reach) for row in rows if row.forwards == best
-    }
+    best = min((row.forwards, row.drafted) for row in rows)
+    assert chosen in [row.prior for row in rows if (row.forwards, row.drafted) == best]
+    # the weights a program cannot show were chosen by replay, each over its values
+    for name, values in SEARCHED.items():
+        assert getattr(chosen, name) in values
+        assert {getattr(row.prior, name) for row in rows} >= set(values)
     config = replace(load_draft_config(), program=chosen)
     assert DraftConfig.from_json(config.to_json()) == config
 
