@@ -74,13 +74,16 @@ class Edit:
 @dataclass
 class Run:
     """One method on one edit: exact or not, wall-clock, forwards after the prompt's (None
-    where the method does not report them), and the time spent forcing it to the gold."""
+    where the method does not report them), the time spent forcing it to the gold, and the
+    host's work around the forwards (drafting, masks, layout, acceptance; None where the
+    method does not report it)."""
 
     exact: bool
     wall_s: float = 0.0
     forwards: int | None = None
     forcing_s: float = 0.0
     note: str = ""
+    host_s: float | None = None
 
 
 Method = Callable[[Edit], Run]
@@ -209,7 +212,7 @@ def cad_methods(loaded: LoadedModel, config_name: str, config: DraftConfig) -> d
                 outcome = call(edit.example)
             except AssertionError as exc:
                 return Run(False, note=str(exc))
-            return Run(True, outcome.wall_s, outcome.forwards)
+            return Run(True, outcome.wall_s, outcome.forwards, host_s=sum(outcome.host))
 
         return run
 
@@ -377,6 +380,9 @@ def summarise(runs: dict[str, dict[str, Run]], edits: list[Edit]) -> dict[str, A
             entry["ms"] = spread([1000 * r.wall_s for r in exact.values()])
             entry["tokens_per_s"] = spread([tokens[i] / r.wall_s for i, r in exact.items()])
             entry["forcing_ms"] = spread([1000 * r.forcing_s for r in exact.values()])
+            hosted = [1000 * r.host_s for r in exact.values() if r.host_s is not None]
+            if hosted:
+                entry["host_ms"] = spread(hosted)
             counted = [float(r.forwards) for r in exact.values() if r.forwards is not None]
             if counted:
                 entry["forwards"] = spread(counted)
@@ -432,17 +438,19 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['range']}), {result['model']}, {result['dtype']}, {result['machine']}; "
         "every method forced to the gold file; medians per edit (IQR)",
         "",
-        "| method | exact | ms per edit | output tokens/s | forwards | ÷ cad rewrite | ÷ cad program |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| method | exact | ms per edit | of it host ms | output tokens/s | forwards "
+        "| ÷ cad rewrite | ÷ cad program |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in result["methods"]:
         described = label(name, budget, compiled, ngram)
         if name in notes:
-            lines.append(f"| {described} | {notes[name]} | | | | | |")
+            lines.append(f"| {described} | {notes[name]} | | | | | | |")
             continue
         s = summary[name]
         cells = [described, f"{s['exact']}/{s['edits']}"]
         cells.append(_cell(s["ms"], 0) if "ms" in s else "")
+        cells.append(_cell(s["host_ms"], 0) if "host_ms" in s else "n/a")
         cells.append(_cell(s["tokens_per_s"], 1) if "tokens_per_s" in s else "")
         cells.append(_cell(s["forwards"], 0) if "forwards" in s else "n/a")
         for mode in CAD_METHODS:

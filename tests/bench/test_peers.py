@@ -66,6 +66,10 @@ def test_local_rows_are_exact_and_the_table_names_what_cannot_run(
         assert plain["forcing_s"] > 0
         for lookup in ("transformers:pld-10", "transformers:pld-96"):
             assert 0 < rows[lookup][edit]["forwards"] < plain["forwards"]
+    for name in ("cad:rewrite", "cad:program"):
+        host, wall = result["summary"][name]["host_ms"], result["summary"][name]["ms"]
+        assert 0 < host["median"] < wall["median"]
+    assert "host_ms" not in result["summary"]["transformers:ar-static"]
     assert json.loads(out_json.read_text())["summary"] == result["summary"]
     table = out_md.read_text().splitlines()
     assert table[2].startswith("| method | exact | ms per edit |")
