@@ -337,7 +337,7 @@ def mask_cost(loaded: LoadedModel, edits: list[EditExample]) -> dict[str, Any]:
 
 def forward_cost(loaded: LoadedModel, edits: list[EditExample]) -> dict[str, Any]:
     """Forced oracle programs and forced rewrites with and without the constraint: exact
-    results and forwards per edit."""
+    results, forwards, wall-clock and the host's milliseconds per forward per edit."""
     methods: dict[str, Callable[[EditExample, SyntaxConstraint | None], DecodeResult]] = {
         "program": lambda e, c: Decoder(loaded).edit(
             e.before, e.instruction, program=oracle(e.before, e.after), syntax=c
@@ -348,7 +348,7 @@ def forward_cost(loaded: LoadedModel, edits: list[EditExample]) -> dict[str, Any
         "python", loaded.tokenizer, vocab_size=loaded.vocab_size, python_version=RUNNING
     )
     skipped: list[str] = []
-    runs: dict[tuple[str, bool], list[tuple[int, float, bool]]] = {}
+    runs: dict[tuple[str, bool], list[tuple[int, float, bool, float]]] = {}
     failures: list[str] = []
     for example in edits:
         if not (python_parses(example.before) and python_parses(example.after)):
@@ -366,7 +366,7 @@ def forward_cost(loaded: LoadedModel, edits: list[EditExample]) -> dict[str, Any
                 if not exact:
                     failures.append(f"{name} held={held} {example.id}: not byte-exact")
                 runs.setdefault((name, held), []).append(
-                    (result.stats.forwards, result.stats.wall_s, exact)
+                    (result.stats.forwards, result.stats.wall_s, exact, result.stats.host_s)
                 )
     rows = []
     for (name, held), values in runs.items():
@@ -376,6 +376,9 @@ def forward_cost(loaded: LoadedModel, edits: list[EditExample]) -> dict[str, Any
             "exact": sum(value[2] for value in values), "forwards": sum(forwards),
             "forwards_median": statistics.median(forwards),
             "wall_median_s": statistics.median(value[1] for value in values),
+            "host_ms_per_forward_median": statistics.median(
+                1000 * value[3] / (value[0] + 1) for value in values
+            ),
         })  # fmt: skip
     return {"rows": rows, "skipped": skipped, "failures": failures}
 
@@ -487,14 +490,16 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "**Forwards per edit**, forced oracle (HEvalFix-Py):",
             "",
-            "| mode | syntax | edits | byte-exact | forwards | median forwards | median wall s |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+            "| mode | syntax | edits | byte-exact | forwards | median forwards | median wall s "
+            "| median host ms per forward |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in forwards["rows"]:
             syntax = "constrained" if row["constrained"] else "none"
             out.append(
                 f"| {row['mode']} | {syntax} | {row['edits']} | {row['exact']} | "
-                f"{row['forwards']} | {row['forwards_median']} | {row['wall_median_s']:.2f} |"
+                f"{row['forwards']} | {row['forwards_median']} | {row['wall_median_s']:.2f} | "
+                f"{row['host_ms_per_forward_median']:.3f} |"
             )
         out += [f"- failed: {x}" for x in forwards["failures"]]
         out.append("")

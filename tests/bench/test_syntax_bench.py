@@ -63,3 +63,20 @@ def test_every_document_and_seed_samples_with_its_own_seed() -> None:
 
     seeds = {independent_seed(document, seed) for document in range(500) for seed in range(5)}
     assert len(seeds) == 2500
+
+
+def test_forward_cost_is_exact_and_reports_host_time_per_forward(tiny_qwen) -> None:
+    from bench.syntax import forward_cost
+    from cad.training import load_humanevalpack
+
+    result = forward_cost(tiny_qwen, load_humanevalpack("python")[:2])
+    assert not result["failures"]
+    assert {(row["mode"], row["constrained"]) for row in result["rows"]} == {
+        ("program", False),
+        ("program", True),
+        ("rewrite", False),
+        ("rewrite", True),
+    }
+    for row in result["rows"]:
+        assert row["exact"] == row["edits"] == 2
+        assert 0 < row["host_ms_per_forward_median"] < 1000 * row["wall_median_s"]
