@@ -177,7 +177,9 @@ def cmd_edit(
     draft_budget: Annotated[
         int | None,
         typer.Option(
-            min=0, help="Rewrite mode: draft tokens verified per forward.", rich_help_panel=MODE
+            min=0,
+            help="Program and rewrite mode: draft tokens verified per forward (0: none).",
+            rich_help_panel=MODE,
         ),
     ] = None,
     syntax: Annotated[

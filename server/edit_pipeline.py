@@ -68,7 +68,7 @@ APPLIES_TO: dict[str, frozenset[Run]] = {
     "mode": frozenset({Run.program, Run.rewrite}),
     "lines": frozenset({Run.rewrite}),
     "draft_config": frozenset({Run.rewrite}),
-    "draft_budget": frozenset({Run.rewrite}),
+    "draft_budget": frozenset({Run.program, Run.rewrite}),
     "syntax": frozenset({Run.program, Run.rewrite}),
     "schema": frozenset({Run.program, Run.rewrite}),
     "grammar_format": frozenset({Run.grammar}),
@@ -425,6 +425,7 @@ def run_program(
         max_new_tokens=options.max_new_tokens,
         subline=options.subline,
         sampling=sampling_of(options),
+        draft_budget=options.draft_budget,
     )
     return decoder.edit(
         inputs.document,

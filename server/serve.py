@@ -55,6 +55,10 @@ MAX_POSITION = 2**31 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+RESETTABLE_SETTINGS = frozenset({"draftBudget"})
+"""Settings a null value resets to their default (``None``)."""
+
+
 @dataclass
 class Settings:
     """What the editor configures: ``initializationOptions`` or ``didChangeConfiguration``.
@@ -65,6 +69,7 @@ class Settings:
     dtype: str = "auto"
     adapter: str | None = None
     maxNewTokens: int = 2048
+    draftBudget: int | None = None
     mode: str = "auto"
     compile: bool = False
     graphs: bool = True
@@ -73,13 +78,16 @@ class Settings:
 
     def update(self, values: Any) -> None:
         """Take known keys from a flat dict or from ``{"cad": {...}}``; ignore the rest. An
-        empty ``adapter`` means none, an empty ``engine`` decoding in this process. Values are
-        checked when an edit needs them."""
+        empty ``adapter`` means none, an empty ``engine`` decoding in this process, a null
+        ``draftBudget`` the draft configuration's; other nulls leave a setting as it is.
+        Values are checked when an edit needs them."""
         if not isinstance(values, dict):
             return
         values = values.get("cad", values) if isinstance(values.get("cad"), dict) else values
         for item in fields(self):
-            if item.name in values and values[item.name] is not None:
+            if item.name in values and (
+                values[item.name] is not None or item.name in RESETTABLE_SETTINGS
+            ):
                 setattr(self, item.name, values[item.name])
         if not self.adapter:
             self.adapter = None
@@ -124,6 +132,22 @@ class Settings:
         if isinstance(value, bool) or not whole or value < 1:
             raise JsonRpcInvalidParams(
                 f"cad.maxNewTokens is {value!r}; set it to a positive number of tokens"
+            )
+        return int(value)
+
+    def draft_budget(self) -> int | None:
+        """``draftBudget``: draft tokens verified per forward (0: none), or ``None`` for the
+        draft configuration's own."""
+        value = self.draftBudget
+        if value is None:
+            return None
+        whole = isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+        if isinstance(value, bool) or not whole or value < 0:
+            raise JsonRpcInvalidParams(
+                f"cad.draftBudget is {value!r}; set it to a number of tokens (0: no drafts) or "
+                "clear it for the default"
             )
         return int(value)
 
@@ -411,6 +435,7 @@ async def run_edit(
             _syntax_plan(ls, cad.settings, document.language_id, request.uri, text, start, end),
             text[:start],
             text[end:],
+            cad.settings.draft_budget(),
         )
 
     previous = cad.running.get(request.uri)
@@ -545,8 +570,9 @@ def splice(text: str, start: int, end: int, new_region: str) -> str:
 @dataclass(frozen=True)
 class Job:
     """What the worker thread decodes: the region's text, the request, ``program`` or
-    ``rewrite`` mode, the token budget (unused when the request gives the program), and the
-    language the edited document is held to with the text around the region."""
+    ``rewrite`` mode, the token budget (unused when the request gives the program), the
+    language the edited document is held to with the text around the region, and the draft
+    tokens per forward (``None``: the draft configuration's)."""
 
     region: str
     request: EditRequest
@@ -555,6 +581,7 @@ class Job:
     syntax: SyntaxPlan = field(default_factory=lambda: SyntaxPlan(None))
     before: str = ""
     after: str = ""
+    draft_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -618,13 +645,14 @@ def _run_model(cad: CadServer, job: Job, flag: threading.Event, report: Any) -> 
             job.region,
             request.instruction,
             max_new_tokens=job.budget,
+            draft_budget=job.draft_budget,
             on_progress=report,
             cancel=flag,
             syntax=syntax,
         )
         program = ""
     else:
-        decoder = Decoder(loaded, max_new_tokens=job.budget)
+        decoder = Decoder(loaded, max_new_tokens=job.budget, draft_budget=job.draft_budget)
         result = decoder.edit(
             job.region, request.instruction, on_progress=report, cancel=flag, syntax=syntax
         )
@@ -661,9 +689,10 @@ def decode_several(
             cad.status("loading", cad.settings.model_name())
         loaded = cad.model()
         cad.status("editing")
-        result = MultiDecoder(loaded, max_new_tokens=budget).edit(
-            files, instruction, editable=editable, cancel=flag
+        decoder = MultiDecoder(
+            loaded, max_new_tokens=budget, draft_budget=cad.settings.draft_budget()
         )
+        result = decoder.edit(files, instruction, editable=editable, cancel=flag)
         if result.stats.truncated:
             raise BudgetSpent(budget)
     except Cancelled:

@@ -31,6 +31,7 @@ describe("readSettings", () => {
         dtype: "bfloat16",
         adapter: " /a ",
         maxNewTokens: 512.7,
+        draftBudget: 16.5,
         mode: "rewrite",
         snap: true,
         preview: true,
@@ -45,6 +46,7 @@ describe("readSettings", () => {
       dtype: "bfloat16",
       adapter: "/a",
       maxNewTokens: 512,
+      draftBudget: 16,
       mode: "rewrite",
       snap: true,
       preview: true,
@@ -54,8 +56,9 @@ describe("readSettings", () => {
   });
   it("rejects malformed values", () => {
     const settings = readSettings(
-      reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3, mode: "fast", snap: 1, syntax: "java" }),
+      reader({ model: "  ", maxNewTokens: 0, preview: "yes", adapter: 3, mode: "fast", snap: 1, syntax: "java", draftBudget: -1 }),
     );
+    assert.equal(settings.draftBudget, null);
     assert.equal(settings.syntax, "auto");
     assert.equal(settings.model, DEFAULTS.model);
     assert.equal(settings.mode, "auto");
@@ -73,10 +76,12 @@ describe("toServerSettings", () => {
       device: "auto",
       dtype: "auto",
       maxNewTokens: 2048,
+      draftBudget: null,
       mode: "rewrite",
       engine: "",
       syntax: "auto",
     });
+    assert.equal(toServerSettings({ ...base, draftBudget: 0 }).draftBudget, 0);
   });
   it("resolves mode auto: program with an adapter, rewrite without", () => {
     assert.equal(serverMode({ mode: "auto", adapter: "" }), "rewrite");

@@ -69,6 +69,21 @@ def test_forced_program_write_is_exact_and_reports_stats(workspace, model_dir) -
     assert line.startswith(f"wrote mean.py ({stats['ops']} op") and line.endswith("s)")
 
 
+def test_the_draft_budget_shapes_program_mode_forwards_not_its_bytes(workspace, model_dir) -> None:
+    forwards = []
+    for budget in ("0", "64"):
+        result = cad(
+            "edit", "mean.py", "--instr", "Drop the + 1", "--model", str(model_dir),
+            "--program", "fix.program", "--draft-budget", budget, "--stdout",
+            "--stats-json", f"stats-{budget}.json", cwd=workspace,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == AFTER.encode()
+        forwards.append(json.loads((workspace / f"stats-{budget}.json").read_text())["forwards"])
+    one_per_forward, drafted = forwards
+    assert drafted < one_per_forward
+
+
 def test_diff_is_the_default_output(workspace, model_dir) -> None:
     result = cad(
         "edit",
@@ -323,7 +338,7 @@ def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
     [
         (["--mode", "rewrite", "--program", "fix.program"], "use --mode program"),
         (["--mode", "program", "--lines", "1-2"], "--lines applies to rewrite mode"),
-        (["--program", "fix.program", "--draft-budget", "8"], "--draft-budget applies to rewrite"),
+        (["--baseline", "ar", "--draft-budget", "8"], "--draft-budget does not apply to --baseline"),
         (["--lines", "3-9"], "the file has 4 lines"),
         (["--mode", "rewrite", "--lines", "4-2"], "--lines 4-2: the range is reversed; write 2-4"),
         (["--mode", "rewrite", "--subline"], "--subline applies to program mode"),

@@ -563,6 +563,21 @@ def test_bad_settings_are_reported_when_an_edit_needs_them(values: dict, message
 
 
 @pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), (0, 0), (8, 8), (16.0, 16), (-1, None), ("8", None)]
+)
+def test_the_draft_budget_setting_is_a_number_of_tokens_or_the_default(value, expected) -> None:
+    settings = Settings()
+    settings.update({"cad": {"draftBudget": value}})
+    if expected is None and value is not None:
+        with pytest.raises(JsonRpcException, match="cad.draftBudget is"):
+            settings.draft_budget()
+    else:
+        assert settings.draft_budget() == expected
+    settings.update({"draftBudget": None})
+    assert settings.draft_budget() is None
+
+
+@pytest.mark.parametrize(
     ("text", "start", "end", "new", "expected"),
     [
         ("a\nb\nc\n", 2, 4, "B", "a\nB\nc\n"),

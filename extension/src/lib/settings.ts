@@ -32,6 +32,7 @@ export const DEFAULTS = {
   dtype: "auto",
   adapter: "",
   maxNewTokens: 2048,
+  draftBudget: null,
   mode: "auto",
   snap: false,
   preview: false,
@@ -49,6 +50,8 @@ export interface CadSettings {
   dtype: string;
   adapter: string;
   maxNewTokens: number;
+  /** Draft tokens per forward; null: the server's draft configuration's. */
+  draftBudget: number | null;
   mode: EditMode;
   /** Ask the server to widen a selection to the enclosing function or class. */
   snap: boolean;
@@ -67,6 +70,8 @@ export interface ServerSettings {
   /** Omitted when empty: the server ignores null and treats any string as a folder. */
   adapter?: string;
   maxNewTokens: number;
+  /** Always sent: null tells the server to use its draft configuration's budget again. */
+  draftBudget: number | null;
   /** Never `auto`: the extension resolves it (see {@link serverMode}). */
   mode: "program" | "rewrite";
   /** Always sent: an empty string tells the server to decode in process again. */
@@ -103,6 +108,7 @@ function text(value: unknown, fallback: string): string {
 /** Read and validate every setting; a missing or malformed value falls back to its default. */
 export function readSettings(read: SettingReader): CadSettings {
   const tokens = Number(read("maxNewTokens"));
+  const drafts = read("draftBudget");
   return {
     serverCommand: text(read("serverCommand"), DEFAULTS.serverCommand),
     model: typeof read("model") === "string" ? (read("model") as string).trim() : DEFAULTS.model,
@@ -110,6 +116,7 @@ export function readSettings(read: SettingReader): CadSettings {
     dtype: text(read("dtype"), DEFAULTS.dtype),
     adapter: typeof read("adapter") === "string" ? (read("adapter") as string).trim() : DEFAULTS.adapter,
     maxNewTokens: Number.isFinite(tokens) && tokens >= 1 ? Math.floor(tokens) : DEFAULTS.maxNewTokens,
+    draftBudget: typeof drafts === "number" && Number.isFinite(drafts) && drafts >= 0 ? Math.floor(drafts) : DEFAULTS.draftBudget,
     mode: EDIT_MODES.find((mode) => mode === read("mode")) ?? DEFAULTS.mode,
     snap: flag(read("snap"), DEFAULTS.snap),
     preview: flag(read("preview"), DEFAULTS.preview),
@@ -140,6 +147,7 @@ export function toServerSettings(settings: CadSettings): ServerSettings {
     device: settings.device,
     dtype: settings.dtype,
     maxNewTokens: settings.maxNewTokens,
+    draftBudget: settings.draftBudget,
     mode: serverMode(settings),
     engine: settings.engine,
     syntax: settings.syntax,
