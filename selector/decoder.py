@@ -57,7 +57,16 @@ from cad.selector.tree_verify import TreeLayout, keep_path
 
 Tape = NativeTape | ProgramTape
 
-__all__ = ["Choice", "Decoder", "accept", "decode_forced", "draft", "replay_forced", "walk_ahead"]
+__all__ = [
+    "Choice",
+    "Decoder",
+    "ProgramDecoding",
+    "accept",
+    "decode_forced",
+    "draft",
+    "replay_forced",
+    "walk_ahead",
+]
 
 
 _LITERALS: weakref.WeakKeyDictionary[ProgramTokenIndex, dict[bytes, list[int]]] = (
@@ -124,7 +133,52 @@ def _allowed(row: torch.Tensor, token: int) -> bool:
     return word < row.shape[0] and bool((int(row[word]) >> bit) & 1)
 
 
-class Decoder:
+class ProgramDecoding:
+    """What every program decoder holds for one loaded model: the token budget, sub-line
+    mode, sampling, the draft budget per forward (``draft_budget``, default: the draft
+    configuration's; 0 decodes one model-decided token per forward) and the tokenizer's
+    program token index."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        *,
+        max_new_tokens: int = 2048,
+        subline: bool = False,
+        sampling: Sampling | None = None,
+        config: DraftConfig | None = None,
+        draft_budget: int | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.max_new_tokens = max_new_tokens
+        self.subline = subline
+        self.sampling = sampling or Sampling()
+        self.config = config or load_draft_config(device=loaded.device)
+        self.budget = self.config.budget if draft_budget is None else draft_budget
+        if self.budget < 0:
+            raise ValueError("the draft budget cannot be negative")
+        self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
+
+    def encode(self, text: str) -> list[int]:
+        """The tokenizer's ids for ``text``, no special tokens."""
+        return self.loaded.tokenizer.encode(text, add_special_tokens=False)
+
+    def token_budget(self, prompt_tokens: int, copy_tokens: int, copied: str, advice: str) -> int:
+        """Raise if the prompt, ``copy_tokens`` of copied text (``copied`` says of what) and
+        a draft tree cannot fit the model's context (``advice`` says what to do); return the
+        budget of model-decided tokens."""
+        needed = prompt_tokens + copy_tokens + self.budget + 16
+        context = self.loaded.context_length
+        if needed > context:
+            raise ContextTooLongError(
+                f"the edit needs about {needed} tokens of context ({prompt_tokens} of prompt, "
+                f"{copy_tokens} for {copied}, {self.budget} of draft tree and 16 to "
+                f"write) but the model's context is {context}; {advice}"
+            )
+        return min(self.max_new_tokens, context - needed + 16)
+
+
+class Decoder(ProgramDecoding):
     """Decodes edit programs with one loaded model; reusable across documents.
 
     ``edit`` lets the model choose (greedy or sampled) under the program FSM; with
@@ -144,36 +198,26 @@ class Decoder:
         config: DraftConfig | None = None,
         draft_budget: int | None = None,
     ) -> None:
-        self.loaded = loaded
-        self.max_new_tokens = max_new_tokens
-        self.subline = subline
-        self.sampling = sampling or Sampling()
-        config = config or load_draft_config(device=loaded.device)
-        self.budget = config.budget if draft_budget is None else draft_budget
-        if self.budget < 0:
-            raise ValueError("the draft budget cannot be negative")
-        self.prior = config.program
-        self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
+        super().__init__(
+            loaded,
+            max_new_tokens=max_new_tokens,
+            subline=subline,
+            sampling=sampling,
+            config=config,
+            draft_budget=draft_budget,
+        )
+        self.prior = self.config.program
         self.literals = literal_tokens(self.index)
-
-    def encode(self, text: str) -> list[int]:
-        """The tokenizer's ids for ``text``, no special tokens."""
-        return self.loaded.tokenizer.encode(text, add_special_tokens=False)
 
     def check_context(self, prompt_tokens: int, document_tokens: int) -> int:
         """Raise if the prompt, a copy of the document (``document_tokens`` long) and a draft
         tree cannot fit; return the token budget."""
-        copy = document_tokens
-        needed = prompt_tokens + copy + self.budget + 16
-        context = self.loaded.context_length
-        if needed > context:
-            raise ContextTooLongError(
-                f"the edit needs about {needed} tokens of context ({prompt_tokens} of prompt, "
-                f"{copy} for a copy of the document, {self.budget} of draft tree and 16 to "
-                f"write) but the model's context is {context}; edit a smaller range or use a "
-                "longer-context model"
-            )
-        return min(self.max_new_tokens, context - needed + 16)
+        return self.token_budget(
+            prompt_tokens,
+            document_tokens,
+            "a copy of the document",
+            "edit a smaller range or use a longer-context model",
+        )
 
     def new_tape(
         self,

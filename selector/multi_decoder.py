@@ -17,18 +17,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cad.grammar import ProgramTokenIndex
 from cad.grammar._native import DraftTree
 from cad.resolver import MultiProgram, Workspace, format_multi, resolve_multi
 from cad.selector import kv
-from cad.selector.decoder import accept, walk_ahead
-from cad.selector.draft_config import DraftConfig, load_draft_config
-from cad.selector.errors import Cancelled, ContextTooLongError
-from cad.selector.loading import LoadedModel
+from cad.selector.decoder import ProgramDecoding, accept, walk_ahead
+from cad.selector.errors import Cancelled
 from cad.selector.multi_drafting import MultiDrafter
 from cad.selector.multi_tape import MultiProgramTape
 from cad.selector.prompt import multi_program_prompt
-from cad.selector.sampling import Sampling, TokenChooser, batched_reads
+from cad.selector.sampling import TokenChooser, batched_reads
 from cad.selector.speculation import (
     MAX_CHAIN_WITH_DRAFTS,
     Choice,
@@ -52,7 +49,7 @@ class MultiDecodeResult:
     stats: DecodeStats
 
 
-class MultiDecoder:
+class MultiDecoder(ProgramDecoding):
     """Decodes multi-file edit programs with one loaded model; reusable across edits.
 
     As :class:`cad.selector.Decoder`: the model chooses (greedy or sampled) under the FSM,
@@ -60,47 +57,16 @@ class MultiDecoder:
     (default: the draft configuration's) caps the drafted tokens per forward, 0 decodes one
     model-decided token per forward."""
 
-    def __init__(
-        self,
-        loaded: LoadedModel,
-        *,
-        max_new_tokens: int = 2048,
-        subline: bool = False,
-        sampling: Sampling | None = None,
-        config: DraftConfig | None = None,
-        draft_budget: int | None = None,
-    ) -> None:
-        self.loaded = loaded
-        self.max_new_tokens = max_new_tokens
-        self.subline = subline
-        self.sampling = sampling or Sampling()
-        config = config or load_draft_config(device=loaded.device)
-        self.budget = config.budget if draft_budget is None else draft_budget
-        if self.budget < 0:
-            raise ValueError("the draft budget cannot be negative")
-        self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)
-
-    def encode(self, text: str) -> list[int]:
-        """The tokenizer's ids for ``text``, no special tokens."""
-        return self.loaded.tokenizer.encode(text, add_special_tokens=False)
-
     def check_context(self, prompt_tokens: int, workspace: Workspace) -> int:
         """Raise if the prompt, a copy of every file and a draft tree cannot fit; return the
         token budget of model-decided tokens."""
-        files = sum(
-            len(self.loaded.tokenizer.encode(doc.text, add_special_tokens=False))
-            for doc in workspace.documents
+        files = sum(len(self.encode(doc.text)) for doc in workspace.documents)
+        return self.token_budget(
+            prompt_tokens,
+            files,
+            "a copy of every file",
+            "give fewer or smaller files, or use a longer-context model",
         )
-        needed = prompt_tokens + files + self.budget + 16
-        context = self.loaded.context_length
-        if needed > context:
-            raise ContextTooLongError(
-                f"the edit needs about {needed} tokens of context ({prompt_tokens} of prompt, "
-                f"{files} for a copy of every file, {self.budget} of draft tree and 16 to "
-                f"write) but the model's context is {context}; give fewer or smaller files, "
-                "or use a longer-context model"
-            )
-        return min(self.max_new_tokens, context - needed + 16)
 
     def edit(
         self,

@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields, replace
 
-import torch
-
-from cad.grammar import ProgramTokenIndex, allocate_token_bitmask
+from cad.grammar import ProgramTokenIndex
 from cad.grammar.multi_matcher import MultiProgramMatcher, file_op_from_record
 from cad.resolver import (
     CopyFrom,
@@ -30,8 +28,8 @@ from cad.resolver import (
     Workspace,
     format_multi,
 )
-from cad.selector.stats import DecodeStats, Progress
-from cad.selector.tape import count_lines
+from cad.selector.stats import DecodeStats
+from cad.selector.tape import TapeRecord, count_lines
 
 __all__ = ["MultiProgramTape", "MultiTapeMark", "follow_multi_program"]
 
@@ -47,7 +45,7 @@ class MultiTapeMark:
     stats: DecodeStats
 
 
-class MultiProgramTape:
+class MultiProgramTape(TapeRecord):
     """Multi-file program FSM + incremental resolver + the record of appended tokens.
 
     ``tokens[i]`` went into the cache after the prompt; ``decided[i]`` says whether the model
@@ -68,15 +66,10 @@ class MultiProgramTape:
         self.matcher = MultiProgramMatcher.for_workspace(
             index, workspace, editable=editable, subline=subline
         )
+        super().__init__(self.matcher.vocab_size)
         self.resolver = IncrementalMultiResolver(workspace)
-        self.stats = DecodeStats(mode="program")
-        self.tokens: list[int] = []
-        self.decided: list[bool] = []
-        self.op_start = 0
-        self._mask = allocate_token_bitmask(1, self.matcher.vocab_size)
         self._records = 0
         self._bare = False
-        self._steps = 0
         self._literals: dict[bytes, list[int]] = {}
 
     def mark(self) -> MultiTapeMark:
@@ -100,10 +93,6 @@ class MultiProgramTape:
         self.op_start = mark.op_start
         for item in fields(DecodeStats):
             setattr(self.stats, item.name, getattr(mark.stats, item.name))
-
-    def _record(self, ids: list[int], decided: bool) -> None:
-        self.tokens.extend(ids)
-        self.decided.extend([decided] * len(ids))
 
     def _resolve_record(self, position: int) -> str | None:
         """Apply the matcher's record ``position`` to the resolver; a copy or gen returns the
@@ -170,48 +159,10 @@ class MultiProgramTape:
             self._record(ids, decided=False)
             out.extend(ids)
 
-    @property
-    def finished(self) -> bool:
-        """Whether the program is complete (``</program>`` accepted)."""
-        return self.matcher.is_accepting()
-
     def op_prefix(self) -> bytes:
         """The text of the op or tag in progress so far, from its ``<`` (the line breaks
         between ops left out)."""
         return self.matcher.text[self.op_start :].lstrip(b"\r\n")
-
-    def allowed_tokens(self) -> torch.Tensor:
-        """The tokens the model may choose next, as a bool tensor."""
-        return self.matcher.allowed_tokens()
-
-    def decide(self, token: int) -> None:
-        """Put a model-decided token on the tape."""
-        if not self.matcher.accept_token(token):
-            raise RuntimeError(f"token {token} rejected by the program FSM")
-        self._steps += 1
-        self.stats.generated_tokens += 1
-        self._record([token], decided=True)
-
-    def target_token(self, target: bytes) -> int:
-        """The longest allowed token that continues ``target`` (a canonical program's bytes)
-        from the current position: how forced-program mode stands in for the model."""
-        remaining = target[len(self.matcher.text) :]
-        vocabulary = self.index.vocabulary
-        self.matcher.fill_next_token_bitmask(self._mask, 0)
-        words = self._mask[0]
-        for length in range(min(len(remaining), vocabulary.longest_token), 0, -1):
-            token = vocabulary.ids_by_bytes.get(remaining[:length])
-            if token is not None and (int(words[token >> 5]) >> (token & 31)) & 1:
-                return token
-        raise RuntimeError("the program cannot be followed token by token")
-
-    def finish_truncated(self) -> None:
-        """Out of budget: close the program validly without the model, and flag it."""
-        if not self.matcher.accept_bytes(self.matcher.completion_bytes()):
-            raise RuntimeError("the program FSM rejected its own completion")
-        self._steps += 1
-        self._take_completed()
-        self.stats.truncated = True
 
     @property
     def program(self) -> MultiProgram:
@@ -229,15 +180,6 @@ class MultiProgramTape:
         if self._bare and self.resolver.is_open:
             self.resolver.close()
         return self.resolver.changes
-
-    def progress(self) -> Progress:
-        """A snapshot for the caller's progress display."""
-        return Progress(
-            ops=self.stats.ops,
-            lines_copied=self.stats.lines_copied,
-            lines_generated=self.stats.lines_generated,
-            tokens_generated=self.stats.generated_tokens,
-        )
 
 
 def follow_multi_program(

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from cad.grammar import ProgramMatcher, ProgramTokenIndex, _native
+from cad.grammar import ProgramMatcher, ProgramTokenIndex, _native, allocate_token_bitmask
 from cad.grammar.program_matcher import op_from_record
 from cad.grammar.syntax import SyntaxConstraint, syntax_program_matcher
 from cad.resolver import (
@@ -81,7 +81,82 @@ class TapeMark:
     stats: DecodeStats
 
 
-class ProgramTape:
+class TapeRecord:
+    """What the Python tapes share over a program matcher (``self.matcher``): the record of
+    appended tokens (``tokens[i]`` went into the cache after the prompt, ``decided[i]``
+    says whether the model chose it), the model's decisions, forced-program mode's token
+    choice, closing a program on a spent budget, and the progress snapshot. A subclass
+    resolves what the matcher completed in ``_take_completed``."""
+
+    matcher: Any
+    index: ProgramTokenIndex
+
+    def __init__(self, vocab_size: int) -> None:
+        self.stats = DecodeStats(mode="program")
+        self.tokens: list[int] = []
+        self.decided: list[bool] = []
+        self.op_start = 0
+        self._steps = 0
+        self._mask = allocate_token_bitmask(1, vocab_size)
+
+    def _take_completed(self) -> list[int]:
+        raise NotImplementedError
+
+    def _record(self, ids: list[int], decided: bool) -> None:
+        self.tokens.extend(ids)
+        self.decided.extend([decided] * len(ids))
+
+    @property
+    def finished(self) -> bool:
+        """Whether the program is complete (``</program>`` accepted, or closed on a spent
+        budget)."""
+        return self.matcher.is_accepting()
+
+    def allowed_tokens(self) -> torch.Tensor:
+        """The tokens the model may choose next: THE place where the decoder asks for a mask
+        (the program FSM's; further constraints intersect here)."""
+        return self.matcher.allowed_tokens()
+
+    def decide(self, token: int) -> None:
+        """Put a model-decided token on the tape."""
+        if not self.matcher.accept_token(token):
+            raise RuntimeError(f"token {token} rejected by the program FSM")
+        self._steps += 1
+        self.stats.generated_tokens += 1
+        self._record([token], decided=True)
+
+    def target_token(self, target: bytes) -> int:
+        """The longest allowed token that continues ``target`` (a canonical program's bytes)
+        from the current position: how forced-program mode stands in for the model."""
+        remaining = target[len(self.matcher.text) :]
+        vocabulary = self.index.vocabulary
+        self.matcher.fill_next_token_bitmask(self._mask, 0)
+        words = self._mask[0]
+        for length in range(min(len(remaining), vocabulary.longest_token), 0, -1):
+            token = vocabulary.ids_by_bytes.get(remaining[:length])
+            if token is not None and (int(words[token >> 5]) >> (token & 31)) & 1:
+                return token
+        raise RuntimeError("the program cannot be followed token by token")
+
+    def finish_truncated(self) -> None:
+        """Out of budget: close the program validly without the model, and flag it."""
+        if not self.matcher.accept_bytes(self.matcher.completion_bytes()):
+            raise RuntimeError("the program FSM rejected its own completion")
+        self._steps += 1
+        self._take_completed()
+        self.stats.truncated = True
+
+    def progress(self) -> Progress:
+        """A snapshot for the caller's progress display."""
+        return Progress(
+            ops=self.stats.ops,
+            lines_copied=self.stats.lines_copied,
+            lines_generated=self.stats.lines_generated,
+            tokens_generated=self.stats.generated_tokens,
+        )
+
+
+class ProgramTape(TapeRecord):
     """Program FSM + incremental resolver + the record of appended tokens.
 
     ``tokens[i]`` went into the cache after the prompt; ``decided[i]`` says whether the model
@@ -99,12 +174,8 @@ class ProgramTape:
         self.index = index
         self.encode = encode
         self.matcher = syntax_program_matcher(index, document, syntax, subline=subline)
+        super().__init__(self.matcher.vocab_size)
         self.resolver = IncrementalResolver(document)
-        self.stats = DecodeStats(mode="program")
-        self.tokens: list[int] = []
-        self.decided: list[bool] = []
-        self.op_start = 0
-        self._steps = 0
 
     def mark(self) -> TapeMark:
         """A point to come back to with :meth:`undo` (walking a draft ahead of the model's
@@ -132,11 +203,7 @@ class ProgramTape:
         for item in fields(DecodeStats):
             setattr(self.stats, item.name, getattr(mark.stats, item.name))
 
-    def _record(self, ids: list[int], decided: bool) -> None:
-        self.tokens.extend(ids)
-        self.decided.extend([decided] * len(ids))
-
-    def _take_completed_ops(self) -> list[int]:
+    def _take_completed(self) -> list[int]:
         """Resolve ops the matcher completed; a copy's text becomes its echo tokens."""
         echo: list[int] = []
         completed = self.matcher.ops[len(self.resolver.ops) :]
@@ -159,7 +226,7 @@ class ProgramTape:
         """Forced literals and copy echoes up to the next point where the model must choose."""
         out: list[int] = []
         while True:
-            out.extend(self._take_completed_ops())
+            out.extend(self._take_completed())
             forced = self.matcher.forced_bytes()
             if not forced:
                 return out
@@ -172,57 +239,9 @@ class ProgramTape:
             self._record(ids, decided=False)
             out.extend(ids)
 
-    @property
-    def finished(self) -> bool:
-        """Whether the program is complete (``</program>`` accepted, or closed on a spent
-        budget)."""
-        return self.matcher.is_accepting()
-
     def op_prefix(self) -> bytes:
         """The text of the op in progress so far, from its ``<``."""
         return self.matcher.text[self.op_start :]
-
-    def allowed_tokens(self) -> torch.Tensor:
-        """The tokens the model may choose next: THE place where the decoder asks for a mask
-        (the program FSM's; further constraints intersect here)."""
-        return self.matcher.allowed_tokens()
-
-    def decide(self, token: int) -> None:
-        """Put a model-decided token on the tape."""
-        if not self.matcher.accept_token(token):
-            raise RuntimeError(f"token {token} rejected by the program FSM")
-        self._steps += 1
-        self.stats.generated_tokens += 1
-        self._record([token], decided=True)
-
-    def target_token(self, target: bytes) -> int:
-        """The longest allowed token that continues ``target`` (a canonical program's bytes)
-        from the current position: how forced-program mode stands in for the model."""
-        remaining = target[len(self.matcher.text) :]
-        vocabulary = self.index.vocabulary
-        allowed = self.allowed_tokens()
-        for length in range(min(len(remaining), vocabulary.longest_token), 0, -1):
-            token = vocabulary.ids_by_bytes.get(remaining[:length])
-            if token is not None and bool(allowed[token]):
-                return token
-        raise RuntimeError("the program cannot be followed token by token")
-
-    def finish_truncated(self) -> None:
-        """Out of budget: close the program validly without the model, and flag it."""
-        if not self.matcher.accept_bytes(self.matcher.completion_bytes()):
-            raise RuntimeError("the program FSM rejected its own completion")
-        self._steps += 1
-        self._take_completed_ops()
-        self.stats.truncated = True
-
-    def progress(self) -> Progress:
-        """A snapshot for the caller's progress display."""
-        return Progress(
-            ops=self.stats.ops,
-            lines_copied=self.stats.lines_copied,
-            lines_generated=self.stats.lines_generated,
-            tokens_generated=self.stats.generated_tokens,
-        )
 
 
 def follow_program(
