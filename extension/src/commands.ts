@@ -100,7 +100,7 @@ export class EditCommands implements vscode.Disposable {
   /**
    * Edit several open documents picked by the user (copying from context documents) with one
    * instruction: the server's model writes one multi-file program, and every file is previewed
-   * in the refactor preview before anything is applied.
+   * as a diff before anything is applied.
    */
   async editFiles(): Promise<void> {
     const picked = await pickDocuments();
@@ -116,7 +116,7 @@ export class EditCommands implements vscode.Disposable {
 
   /**
    * Apply a multi-file program to open documents picked by the user (and copy from context
-   * documents), previewing every file in the refactor preview before anything is applied.
+   * documents), previewing every file as a diff before anything is applied.
    */
   async applyProgramToFiles(): Promise<void> {
     const picked = await pickDocuments();
@@ -172,7 +172,7 @@ export class EditCommands implements vscode.Disposable {
         }
         return;
       }
-      await previewAndApplyFiles(result);
+      await previewAndApplyFiles(this.context.previews, result);
     } catch (error) {
       if (error instanceof ServerUnavailableError) {
         this.context.server.showFailure(error);

@@ -1,20 +1,21 @@
 /**
- * Apply Program to Files…: a multi-file program over several open documents, previewed in VS
- * Code's refactor preview (every file, created and deleted ones included) before it is applied.
+ * Edits of several open documents (Apply Program to Files…, Edit Files with Instruction…),
+ * previewed file by file before anything is applied.
  *
- * The server makes the edit as a dry run and returns one LSP `WorkspaceEdit`; the extension
- * turns it into a `vscode.WorkspaceEdit` whose every entry needs confirmation, which makes
- * `workspace.applyEdit` open the refactor preview: the user sees each file's changes and applies
- * or discards them all. Nothing is applied when a document changed since the edit was made.
+ * The server makes the edit as a dry run and returns one LSP `WorkspaceEdit`. The extension
+ * opens a diff per changed or created file (the old text, or nothing, against the new) and asks
+ * once whether to apply the whole edit, naming every file, deleted ones included; on "Apply" it
+ * applies the edit as one `vscode.WorkspaceEdit`, all or nothing. Nothing is applied when a
+ * document changed since the edit was made. (VS Code's refactor preview is not used: it opens
+ * an extension's edits with every entry unticked, so its "Apply" alone applies nothing.)
  */
 
 import * as vscode from "vscode";
 
-import { describeFiles, type FileOperation, readWorkspaceEdit, staleDocument } from "./lib/workspaceEdit";
 import type { EditResult } from "./lib/editArgs";
-
-/** The label the refactor preview groups the edit's entries under. */
-export const PREVIEW_LABEL = "Copy-as-Decode edit";
+import { applyTextEdits } from "./lib/textEdits";
+import { describeFiles, type FileOperation, readWorkspaceEdit, staleDocument } from "./lib/workspaceEdit";
+import { closeDiff, type PreviewDocuments } from "./preview";
 
 /** A document offered in the pickers. */
 interface DocumentItem extends vscode.QuickPickItem {
@@ -100,30 +101,51 @@ export function createRoot(document: vscode.TextDocument): string | undefined {
   return vscode.workspace.getWorkspaceFolder(document.uri)?.uri.toString();
 }
 
-/** The `vscode.WorkspaceEdit` of the operations, every entry needing confirmation; version checks add nothing. */
-export function toPreviewEdit(operations: readonly FileOperation[]): vscode.WorkspaceEdit {
+/** The `vscode.WorkspaceEdit` of the operations; version checks add nothing. */
+export function toWorkspaceEdit(operations: readonly FileOperation[]): vscode.WorkspaceEdit {
   const edit = new vscode.WorkspaceEdit();
-  const metadata = (description: string): vscode.WorkspaceEditEntryMetadata => ({
-    needsConfirmation: true,
-    label: PREVIEW_LABEL,
-    description,
-  });
   for (const operation of operations) {
     const uri = vscode.Uri.parse(operation.uri);
     if (operation.kind === "edit") {
       for (const change of operation.edits) {
         const { start, end } = change.range;
         const range = new vscode.Range(start.line, start.character, end.line, end.character);
-        edit.replace(uri, range, change.newText, metadata("changed"));
+        edit.replace(uri, range, change.newText);
       }
     } else if (operation.kind === "create") {
       const contents = new TextEncoder().encode(operation.text);
-      edit.createFile(uri, { overwrite: false, ignoreIfExists: false, contents }, metadata("created"));
+      edit.createFile(uri, { overwrite: false, ignoreIfExists: false, contents });
     } else {
-      edit.deleteFile(uri, { recursive: false, ignoreIfNotExists: false }, metadata("deleted"));
+      edit.deleteFile(uri, { recursive: false, ignoreIfNotExists: false });
     }
   }
   return edit;
+}
+
+/** Open a diff of every changed and created file; returns the preview documents it made. */
+async function showDiffs(previews: PreviewDocuments, operations: readonly FileOperation[]): Promise<vscode.Uri[]> {
+  const made: vscode.Uri[] = [];
+  for (const operation of operations) {
+    const uri = vscode.Uri.parse(operation.uri);
+    const name = shownPath(uri);
+    if (operation.kind === "edit" && operation.edits.length > 0) {
+      const document = vscode.workspace.textDocuments.find((open) => open.uri.toString() === operation.uri);
+      if (document === undefined) {
+        continue;
+      }
+      const after = previews.add(uri, applyTextEdits(document.getText(), operation.edits));
+      made.push(after);
+      await vscode.commands.executeCommand("vscode.diff", uri, after, `${name} ↔ Copy-as-Decode edit`, { preview: false });
+    } else if (operation.kind === "create") {
+      const before = previews.add(uri, "");
+      const after = previews.add(uri, operation.text);
+      made.push(before, after);
+      await vscode.commands.executeCommand("vscode.diff", before, after, `${name} (new) ↔ Copy-as-Decode edit`, {
+        preview: false,
+      });
+    }
+  }
+  return made;
 }
 
 async function exists(uri: string): Promise<boolean> {
@@ -136,16 +158,62 @@ async function exists(uri: string): Promise<boolean> {
 }
 
 /**
- * Preview a multi-file dry run in the refactor preview and apply it when the user accepts.
- * Refuses, applying nothing, when a document changed since the edit was made or a file to
- * create exists. Returns true when the edit was applied.
+ * Preview a multi-file dry run (a diff per file) and apply it, all or nothing, when the user
+ * accepts. Refuses, applying nothing, when a document changed since the edit was made or a
+ * file to create exists. Returns true when the edit was applied.
  */
-export async function previewAndApplyFiles(result: EditResult): Promise<boolean> {
+export async function previewAndApplyFiles(previews: PreviewDocuments, result: EditResult): Promise<boolean> {
   const operations = readWorkspaceEdit(result.edit);
   if (!operations.some((operation) => operation.kind !== "edit" || operation.edits.length > 0)) {
     void vscode.window.showInformationMessage("Copy-as-Decode: the program changes nothing.");
     return false;
   }
+  if (!(await applicable(operations))) {
+    return false;
+  }
+  const made = await showDiffs(previews, operations);
+  try {
+    const files = describeFiles(result.files ?? []);
+    const deleted = operations.filter((operation) => operation.kind === "delete");
+    const deleting = deleted.length
+      ? `, deleting ${deleted.map((operation) => shownPath(vscode.Uri.parse(operation.uri))).join(", ")}`
+      : "";
+    const choice = await vscode.window.showInformationMessage(
+      `Copy-as-Decode: apply this edit (${files}${deleting})?`,
+      "Apply",
+      "Discard",
+    );
+    if (choice !== "Apply") {
+      void vscode.window.showInformationMessage("Copy-as-Decode: the edit was not applied.");
+      return false;
+    }
+    if (!(await applicable(operations))) {
+      return false;
+    }
+    // Text edits first, then creations, then deletions: VS Code checks the documents' versions
+    // before it changes anything.
+    const order = { edit: 0, create: 1, delete: 2 };
+    const sorted = [...operations].sort((a, b) => order[a.kind] - order[b.kind]);
+    const applied = await vscode.workspace.applyEdit(toWorkspaceEdit(sorted));
+    if (applied) {
+      vscode.window.setStatusBarMessage(`Copy-as-Decode: program applied (${files}).`, 5000);
+    } else {
+      void vscode.window.showInformationMessage("Copy-as-Decode: the edit was not applied.");
+    }
+    return applied;
+  } finally {
+    for (const uri of made) {
+      await closeDiff(uri);
+      previews.remove(uri);
+    }
+  }
+}
+
+/**
+ * Whether the edit can still apply: no file to create exists and every document is at the
+ * version the edit was made for. Says why not.
+ */
+async function applicable(operations: readonly FileOperation[]): Promise<boolean> {
   for (const operation of operations) {
     if (operation.kind === "create" && (await exists(operation.uri))) {
       void vscode.window.showWarningMessage(
@@ -163,15 +231,5 @@ export async function previewAndApplyFiles(result: EditResult): Promise<boolean>
     );
     return false;
   }
-  // Text edits first, then creations, then deletions: VS Code checks the documents' versions
-  // before it changes anything.
-  const order = { edit: 0, create: 1, delete: 2 };
-  const sorted = [...operations].sort((a, b) => order[a.kind] - order[b.kind]);
-  const applied = await vscode.workspace.applyEdit(toPreviewEdit(sorted));
-  if (applied) {
-    vscode.window.setStatusBarMessage(`Copy-as-Decode: program applied (${describeFiles(result.files ?? [])}).`, 5000);
-  } else {
-    void vscode.window.showInformationMessage("Copy-as-Decode: the edit was not applied.");
-  }
-  return applied;
+  return true;
 }

@@ -103,7 +103,7 @@ export async function previewAndApply(
 }
 
 /** Close the diff tabs that show `previewUri`. */
-async function closeDiff(previewUri: vscode.Uri): Promise<void> {
+export async function closeDiff(previewUri: vscode.Uri): Promise<void> {
   const tabs = vscode.window.tabGroups.all
     .flatMap((group) => group.tabs)
     .filter((tab) => tab.input instanceof vscode.TabInputTextDiff && tab.input.modified.toString() === previewUri.toString());

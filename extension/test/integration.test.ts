@@ -152,7 +152,7 @@ describe.skipIf(COMMAND === undefined)("cad serve through the extension's langua
     expect(fake.messages.filter((message) => message.severity !== "information")).toEqual([]);
   });
 
-  it("applies a multi-file program over several documents after the refactor preview", async () => {
+  it("applies a multi-file program over several documents after its preview", async () => {
     const app = fake.open("file:///tmp/cad-extension-test/multi/app.py", "import os\n\ndef helper(x):\n    return x + 1\n", "python", 4);
     const util = fake.open("file:///tmp/cad-extension-test/multi/util.py", "X = 1\n");
     const program = completeProgram(
@@ -163,13 +163,13 @@ describe.skipIf(COMMAND === undefined)("cad serve through the extension's langua
     const result = await server.applyEdit({ uris: [app.uri.toString(), util.uri.toString()], program, dryRun: true });
     expect(result?.files?.map((file) => file.status)).toEqual(["modified", "modified", "created"]);
     expect(fake.appliedEdits).toEqual([]);
-    let previewed = 0;
-    fake.confirm = () => {
-      previewed += 1;
-      return true;
+    let asked = 0;
+    fake.answer = () => {
+      asked += 1;
+      return "Apply";
     };
-    expect(await previewAndApplyFiles(result!)).toBe(true);
-    expect(previewed).toBe(1);
+    expect(await previewAndApplyFiles(new PreviewDocuments(), result!)).toBe(true);
+    expect(asked).toBe(1);
     expect(app.getText()).toBe("import os\nfrom util import helper\n");
     expect(util.getText()).toBe("X = 1\n\ndef helper(x):\n    return x + 1\n");
     const created = fake.documents.find((document) => document.uri.toString() === "file:///tmp/cad-extension-test/multi/helpers.py");

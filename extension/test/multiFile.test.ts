@@ -1,6 +1,6 @@
 /**
  * Apply Program to Files… on the fake `vscode` module, against a scripted server: which
- * documents are sent in which order, the refactor preview of every file (created and deleted
+ * documents are sent in which order, the diff of every file (created and deleted
  * ones included), and nothing applied when a document changed or the user discards the edit.
  */
 
@@ -12,10 +12,9 @@ import type { EditArgument, EditResult, MultiEditArgument } from "../src/lib/edi
 import { InstructionHistory } from "../src/lib/history";
 import { looksLikeProgram } from "../src/lib/program";
 import { describeFiles, readWorkspaceEdit, staleDocument } from "../src/lib/workspaceEdit";
-import { PREVIEW_LABEL } from "../src/multiFile";
 import { PreviewDocuments } from "../src/preview";
 import type { EditServer } from "../src/server";
-import { fake, type FakeTextDocument, Position, Uri, type WorkspaceEdit } from "./fakes/vscode";
+import { fake, type FakeTextDocument, Position, Uri } from "./fakes/vscode";
 
 const APP = "file:///work/pkg/app.py";
 const UTIL = "file:///work/pkg/util.py";
@@ -63,6 +62,7 @@ class ScriptedServer implements EditServer {
 
 let server: ScriptedServer;
 let commands: EditCommands;
+let previews: PreviewDocuments;
 let documents: Record<string, FakeTextDocument>;
 
 beforeEach(() => {
@@ -70,7 +70,7 @@ beforeEach(() => {
   commands = new EditCommands({
     server,
     history: new InstructionHistory({ get: () => undefined, update: () => Promise.resolve() }),
-    previews: new PreviewDocuments(),
+    previews: (previews = new PreviewDocuments()),
     settings: () => ({ preview: false, snap: false }),
   });
   documents = {
@@ -113,31 +113,61 @@ describe("Apply Program to Files…", () => {
     expect(server.arguments).toEqual([{ uris: [OLD, UTIL], context: [CTX], program: PROGRAM, root: "file:///work", dryRun: true }]);
   });
 
-  it("previews every file in the refactor preview and applies the edit when accepted", async () => {
-    const previewed: WorkspaceEdit[] = [];
-    fake.confirm = (edit) => {
-      previewed.push(edit);
-      return true;
+  it("opens a diff of every changed and created file and applies the whole edit when accepted", async () => {
+    const asked: string[] = [];
+    fake.answer = (shown) => {
+      asked.push(shown.message);
+      return "Apply";
     };
     await commands.applyProgramToFiles();
-    expect(previewed).toHaveLength(1);
-    const [edit] = previewed;
-    expect(edit.operations.map((operation) => [operation.kind, operation.uri.toString(), operation.metadata?.description])).toEqual([
-      ["edit", UTIL, "changed"],
-      ["create", NEW, "created"],
-      ["delete", OLD, "deleted"],
+    expect(asked).toEqual(["Copy-as-Decode: apply this edit (1 file changed, 1 created, 1 deleted, deleting pkg/old.py)?"]);
+    const diffs = fake.executed.filter((run) => run.command === "vscode.diff");
+    expect(diffs.map((run) => [(run.args[0] as Uri).toString().startsWith("cad-preview:") ? "(new)" : (run.args[0] as Uri).toString(), run.args[2]])).toEqual([
+      [UTIL, "pkg/util.py ↔ Copy-as-Decode edit"],
+      ["(new)", "pkg/helpers.py (new) ↔ Copy-as-Decode edit"],
     ]);
-    expect(edit.operations.every((operation) => operation.metadata?.needsConfirmation && operation.metadata.label === PREVIEW_LABEL)).toBe(true);
+    expect(previews.provideTextDocumentContent(diffs[0].args[1] as Uri)).toBe(""); // closed again
+    const [edit] = fake.appliedEdits;
+    expect(edit.operations.map((operation) => [operation.kind, operation.uri.toString()])).toEqual([
+      ["edit", UTIL],
+      ["create", NEW],
+      ["delete", OLD],
+    ]);
+    expect(edit.operations.every((operation) => operation.metadata === undefined)).toBe(true);
     expect(texts()).toEqual({ [UTIL]: "OLD = 0\n", [CTX]: "CTX = 3\n", [APP]: "import os\n", [NEW]: "CTX = 3\n" });
     expect(fake.statusMessages).toEqual(["Copy-as-Decode: program applied (1 file changed, 1 created, 1 deleted)."]);
   });
 
-  it("applies nothing when the user discards the preview", async () => {
-    fake.confirm = () => false;
+  it("shows each file's new text in its diff", async () => {
+    const shown: string[] = [];
+    fake.onExecute = (command, args) => {
+      if (command === "vscode.diff") {
+        shown.push(previews.provideTextDocumentContent(args[1] as Uri));
+      }
+    };
+    await commands.applyProgramToFiles();
+    expect(shown).toEqual(["OLD = 0\n", "CTX = 3\n"]);
+  });
+
+  it("applies nothing when the user discards the edit", async () => {
+    fake.answer = () => "Discard";
     const before = texts();
     await commands.applyProgramToFiles();
     expect(texts()).toEqual(before);
-    expect(fake.messages.map((message) => message.message)).toEqual(["Copy-as-Decode: the edit was not applied."]);
+    expect(fake.appliedEdits).toEqual([]);
+    expect(fake.messages.map((message) => message.message).at(-1)).toBe("Copy-as-Decode: the edit was not applied.");
+  });
+
+  it("applies nothing when a document changes while the diffs are shown", async () => {
+    fake.answer = () => {
+      documents.util.setText("X = 2\n");
+      return "Apply";
+    };
+    await commands.applyProgramToFiles();
+    expect(fake.appliedEdits).toEqual([]);
+    expect(fake.messages.map((message) => message.message).at(-1)).toBe(
+      "Copy-as-Decode: pkg/util.py changed while the edit was being made; nothing was applied. Run the edit again.",
+    );
   });
 
   it("applies nothing when any document changed since the edit was made, a deleted one included", async () => {
@@ -181,7 +211,7 @@ describe("Apply Program to Files…", () => {
 describe("Edit Files with Instruction…", () => {
   it("sends the instruction for the picked documents and previews what the model wrote", async () => {
     fake.onQuickPick = (picker) => picker.type("move OLD to util.py");
-    fake.confirm = () => true;
+    fake.answer = () => "Apply";
     await commands.editFiles();
     expect(server.arguments).toEqual([
       { uris: [OLD, UTIL], context: [CTX], instruction: "move OLD to util.py", root: "file:///work", dryRun: true },

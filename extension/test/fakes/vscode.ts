@@ -641,8 +641,6 @@ export const fake = {
   files: new Set<string>(),
   /** The workspace folder `getWorkspaceFolder` finds documents under. */
   workspaceFolder: undefined as Uri | undefined,
-  /** Answers the refactor preview of an edit with entries that need confirmation: apply it? */
-  confirm: (_edit: WorkspaceEdit): boolean => true,
   /** Answers `showQuickPick` with `canPickMany`; by default it is dismissed. */
   pickMany: (_items: readonly { label: string; picked?: boolean }[]): { label: string }[] | undefined => undefined,
   globalState: new Map<string, unknown>(),
@@ -730,7 +728,6 @@ export const fake = {
     this.appliedEdits = [];
     this.files.clear();
     this.workspaceFolder = undefined;
-    this.confirm = () => true;
     this.pickMany = () => undefined;
     this.globalState.clear();
     this.clipboard = "";
@@ -862,14 +859,10 @@ export const workspace = {
   },
   /**
    * Applies text edits to open documents (bumping their versions), creates files (opened as
-   * documents) and deletes them, as the editor does; an edit with entries that need
-   * confirmation is applied only when `fake.confirm` accepts it (the refactor preview).
+   * documents) and deletes them, as the editor does.
    */
   applyEdit(edit: WorkspaceEdit): Promise<boolean> {
     fake.appliedEdits.push(edit);
-    if (edit.operations.some((operation) => operation.metadata?.needsConfirmation) && !fake.confirm(edit)) {
-      return Promise.resolve(false);
-    }
     const find = (uri: Uri): FakeTextDocument | undefined =>
       fake.documents.find((candidate) => candidate.uri.toString() === uri.toString());
     for (const operation of edit.operations) {

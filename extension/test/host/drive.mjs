@@ -1,8 +1,12 @@
 // The extension in a real VS Code host. code-server (VS Code in the browser) gets the packaged
-// extension and a workspace holding mean.py; headless Chromium opens it, selects line 2, puts
-// a program on the clipboard, runs "Copy-as-Decode: Apply Program…" and picks the clipboard,
-// saves, and the file on disk must be the expected text byte for byte. A screenshot of the
-// edited document is kept.
+// extension and a workspace holding mean.py and util.py; headless Chromium opens it.
+// 1. In mean.py it selects line 2, puts a program on the clipboard, runs "Copy-as-Decode:
+//    Apply Program…" and picks the clipboard, saves, and the file on disk must be the expected
+//    text byte for byte.
+// 2. In util.py it runs "Copy-as-Decode: Apply Program to Files…" with mean.py as context and
+//    a multi-file program that copies from it and creates helpers.py; a diff of each file must
+//    open, and after "Apply" and "Save All" both files on disk must be the expected text.
+// A screenshot of each edited document is kept.
 //
 // Environment: CAD_VSIX (the .vsix to install), CAD_COMMAND (the cad executable the extension
 // starts), CHROMIUM (default: chromium on the PATH), CAD_HOST_ARTIFACTS (where the screenshot
@@ -24,6 +28,12 @@ const BEFORE = "def mean(values):\n    return sum(values) / len(values) + 1\n\n\
 const AFTER =
   "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n\n\nprint(mean([1, 2]))\n";
 const PROGRAM = "<gen>    if not values:\n        return 0.0\n    return sum(values) / len(values)\n</gen>\n</program>\n";
+const UTIL_BEFORE = "X = 1\n";
+const UTIL_AFTER = `X = 1\n${AFTER.split("\n").slice(0, 4).join("\n")}\n`;
+const HELPERS_AFTER = "def mean(values):\n";
+const MULTI_PROGRAM =
+  '<edit file="1">\n<copy lines="1-1"/>\n<copy file="2" lines="1-4"/>\n</edit>\n' +
+  '<create path="helpers.py">\n<copy file="2" lines="1-1"/>\n</create>\n</program>\n';
 const STEP_TIMEOUT_MS = 120_000;
 
 function required(name) {
@@ -74,6 +84,7 @@ function prepare(root, cadCommand) {
   }
   fs.writeFileSync(folders.config, "auth: none\n");
   fs.writeFileSync(path.join(folders.workspace, "mean.py"), BEFORE);
+  fs.writeFileSync(path.join(folders.workspace, "util.py"), UTIL_BEFORE);
   const settings = {
     "cad.serverCommand": cadCommand,
     "workbench.startupEditor": "none",
@@ -127,6 +138,43 @@ async function runCommand(page, title) {
     return undefined;
   });
   await row.click();
+}
+
+/** Open `name` through quick open (Ctrl+P) and wait until the editor shows `marker`. */
+async function openFile(page, name, marker) {
+  await page.keyboard.down("Control");
+  await page.keyboard.press("KeyP");
+  await page.keyboard.up("Control");
+  const quickOpen = await page.waitForSelector(".quick-input-widget input", { visible: true });
+  await quickOpen.type(name);
+  await until(`${name} in quick open`, () =>
+    page.evaluate((wanted) => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent?.includes(wanted)), name),
+  );
+  await page.keyboard.press("Enter");
+  await until(`${name} in the editor`, async () => (await editorText(page)).includes(marker));
+}
+
+/** The quick pick's row whose label is exactly `label`, once it is shown. */
+function quickPickRow(page, label) {
+  return until(`"${label}" in the quick pick`, async () => {
+    for (const row of await page.$$(".quick-input-list .monaco-list-row")) {
+      const text = await row.$eval(".label-name", (name) => name.textContent?.trim() ?? "").catch(() => "");
+      if (text === label) {
+        return row;
+      }
+    }
+    return undefined;
+  });
+}
+
+/** Wait for a quick pick titled `title` (its title bar holds it). */
+function quickPickTitled(page, title) {
+  return until(`the quick pick "${title}"`, () =>
+    page.evaluate((wanted) => {
+      const widget = document.querySelector(".quick-input-widget");
+      return widget !== null && widget.style.display !== "none" && (widget.querySelector(".quick-input-title")?.textContent ?? "").includes(wanted);
+    }, title),
+  );
 }
 
 /** The text of the visible editor lines (Monaco renders spaces as non-breaking spaces). */
@@ -185,16 +233,7 @@ async function main() {
       page.evaluate(() => [...document.querySelectorAll(".statusbar-item")].some((item) => /\bcad\b/.test(item.textContent ?? ""))),
     );
 
-    await page.keyboard.down("Control");
-    await page.keyboard.press("KeyP");
-    await page.keyboard.up("Control");
-    const quickOpen = await page.waitForSelector(".quick-input-widget input", { visible: true });
-    await quickOpen.type("mean.py");
-    await until("mean.py in quick open", () =>
-      page.evaluate(() => [...document.querySelectorAll(".quick-input-list .monaco-list-row")].some((row) => row.textContent?.includes("mean.py"))),
-    );
-    await page.keyboard.press("Enter");
-    await until("mean.py in the editor", async () => (await editorText(page)).includes("+ 1"));
+    await openFile(page, "mean.py", "+ 1");
 
     // Select line 2, from its start to the start of line 3.
     await page.click(".editor-instance .view-lines");
@@ -234,6 +273,56 @@ async function main() {
       throw new Error(`mean.py is not the expected text:\n${JSON.stringify(saved)}\nexpected:\n${JSON.stringify(AFTER)}`);
     }
     console.log(`ok: the document changed exactly; screenshot: ${path.join(ARTIFACTS, "edited.png")}`);
+
+    // Several files: util.py (file 1) takes mean.py's function (context, file 2), and a new
+    // helpers.py copies its first line; a diff of each shows them before anything changes.
+    await openFile(page, "util.py", "X = 1");
+    await page.evaluate((program) => navigator.clipboard.writeText(program), MULTI_PROGRAM);
+    await runCommand(page, "Copy-as-Decode: Apply Program to Files…");
+    await quickPickTitled(page, "files to edit");
+    await quickPickRow(page, "util.py");
+    await page.keyboard.press("Enter");
+    await quickPickTitled(page, "context files");
+    await (await quickPickRow(page, "mean.py")).click(); // ticks its checkbox
+    await until("mean.py ticked", () =>
+      page.evaluate(() => document.querySelector(".quick-input-widget .quick-input-count")?.textContent?.includes("1") ?? false),
+    );
+    await page.keyboard.press("Enter");
+    await quickPickTitled(page, "program to apply");
+    await (await quickPickRow(page, "From the clipboard")).click();
+    const apply = await until("the Apply button of the edit's question", async () => {
+      for (const button of await page.$$(".notification-toast .monaco-button")) {
+        if ((await button.evaluate((node) => node.textContent?.trim() ?? "")) === "Apply") {
+          return button;
+        }
+      }
+      return undefined;
+    });
+    await until("the diffs of util.py and helpers.py", () =>
+      page.evaluate(() => {
+        const tabs = [...document.querySelectorAll(".tabs-container .tab")].map((tab) => tab.textContent ?? "");
+        return tabs.some((tab) => tab.includes("util.py ↔")) && tabs.some((tab) => tab.includes("helpers.py (new) ↔"));
+      }),
+    );
+    await page.screenshot({ path: path.join(ARTIFACTS, "preview.png") });
+    if (fs.readFileSync(path.join(folders.workspace, "util.py"), "utf-8") !== UTIL_BEFORE) {
+      throw new Error("util.py changed before the edit was accepted");
+    }
+    await apply.click();
+    await until("util.py edited", async () => (await editorText(page)).includes("def mean"));
+    await runCommand(page, "File: Save All Files");
+    const util = path.join(folders.workspace, "util.py");
+    const helpers = path.join(folders.workspace, "helpers.py");
+    await until("util.py saved", () => fs.readFileSync(util, "utf-8") !== UTIL_BEFORE);
+    await until("helpers.py written", () => fs.existsSync(helpers) && fs.readFileSync(helpers, "utf-8") !== "");
+    await page.screenshot({ path: path.join(ARTIFACTS, "files.png") });
+    for (const [file, expected] of [[util, UTIL_AFTER], [helpers, HELPERS_AFTER]]) {
+      const saved = fs.readFileSync(file, "utf-8");
+      if (saved !== expected) {
+        throw new Error(`${path.basename(file)} is not the expected text:\n${JSON.stringify(saved)}\nexpected:\n${JSON.stringify(expected)}`);
+      }
+    }
+    console.log(`ok: both files changed exactly after their preview; screenshot: ${path.join(ARTIFACTS, "files.png")}`);
   } catch (error) {
     const pages = browser ? await browser.pages() : [];
     if (pages.length > 0) {
