@@ -338,7 +338,10 @@ def test_rewrite_mode_refuses_a_spent_budget(workspace, model_dir) -> None:
     [
         (["--mode", "rewrite", "--program", "fix.program"], "use --mode program"),
         (["--mode", "program", "--lines", "1-2"], "--lines applies to rewrite mode"),
-        (["--baseline", "ar", "--draft-budget", "8"], "--draft-budget does not apply to --baseline"),
+        (
+            ["--baseline", "ar", "--draft-budget", "8"],
+            "--draft-budget does not apply to --baseline",
+        ),
         (["--lines", "3-9"], "the file has 4 lines"),
         (["--mode", "rewrite", "--lines", "4-2"], "--lines 4-2: the range is reversed; write 2-4"),
         (["--mode", "rewrite", "--subline"], "--subline applies to program mode"),

@@ -569,7 +569,7 @@ def test_the_draft_budget_setting_is_a_number_of_tokens_or_the_default(value, ex
     settings = Settings()
     settings.update({"cad": {"draftBudget": value}})
     if expected is None and value is not None:
-        with pytest.raises(JsonRpcException, match="cad.draftBudget is"):
+        with pytest.raises(JsonRpcException, match=r"cad\.draftBudget is"):
             settings.draft_budget()
     else:
         assert settings.draft_budget() == expected
