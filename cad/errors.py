@@ -1,4 +1,4 @@
-"""The one error the command line reports to users."""
+"""The errors the command line reports to users as one line."""
 
 from __future__ import annotations
 
@@ -11,3 +11,8 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class NativeCoreError(ImportError):
+    """The compiled core is missing, does not load, or was built from other sources; the
+    message names the rebuild."""

@@ -1,5 +1,10 @@
-"""The masking core: the program FSM and the one ``Matcher`` interface all engines share."""
+"""The masking core: the program FSM and the one ``Matcher`` interface all engines share.
 
+Everything here runs on the compiled core, ``cad.grammar._native``; it is loaded first
+(:mod:`cad.grammar._loader`), so a missing or stale build stops the first import of the
+package with one line that names the fix instead of running anything without it."""
+
+from cad.grammar._loader import NATIVE_ABI, NativeCoreError, load_native
 from cad.grammar.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
@@ -14,11 +19,13 @@ from cad.grammar.program_matcher import ProgramMatcher, ProgramTokenIndex
 from cad.grammar.vocab import Vocabulary
 
 __all__ = [
+    "NATIVE_ABI",
     "CfgMatcher",
     "CompiledGrammar",
     "GrammarError",
     "Matcher",
     "MultiProgramMatcher",
+    "NativeCoreError",
     "ProgramMatcher",
     "ProgramTokenIndex",
     "Vocabulary",
@@ -28,5 +35,6 @@ __all__ = [
     "compile",
     "fill_masks",
     "fill_next_token_bitmasks",
+    "load_native",
     "unpack_bitmask",
 ]

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import typer
 
 from cad.cli_text import flush_stdout, output_error
-from cad.errors import UserError
+from cad.errors import NativeCoreError, UserError
 from cad.files import completed_writes
 from cad.resolver import ProgramError
 from cad.server import edit_command, program_commands, serve_command
@@ -123,7 +123,7 @@ def main() -> None:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except (ProgramError, DatasetError) as exc:
+    except (ProgramError, DatasetError, NativeCoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except OSError as exc:  # an I/O failure no command foresaw, e.g. help text to /dev/full

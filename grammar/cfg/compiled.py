@@ -121,13 +121,15 @@ def front_end(
     compact: bool = False,
     max_whitespace: int = DEFAULT_MAX_WHITESPACE,
     ignore_unsupported: bool = False,
+    file: bool = False,
 ) -> tuple[Grammar, dict[str, Any]]:
     """What :func:`compile` does before it needs a tokenizer: grammar text or a JSON Schema
     to a lowered, simplified grammar, and the details (``ignored_keywords`` for a schema).
     Every front-end limit is checked here, so a command can refuse a bad grammar before it
-    loads a model; :func:`compile_grammar` then binds the result to a vocabulary."""
+    loads a model; :func:`compile_grammar` then binds the result to a vocabulary. JSON
+    Schema only: ``file`` allows any white space around the value (a file's)."""
     details: dict[str, Any] = {}
-    options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported)
+    options = SchemaOptions(0 if compact else max_whitespace, ignore_unsupported, file)
     return _front_end(source, format, options, details), details
 
 

@@ -25,7 +25,13 @@ from typing import Any
 
 from cad.grammar.cfg.char_automata import ACCEPT, ANY, AutomatonTooLarge, literal_dfa
 from cad.grammar.cfg.errors import GrammarError
-from cad.grammar.cfg.json_text import RuleWriter, encoded_char, string_literal, whitespace_rule
+from cad.grammar.cfg.json_text import (
+    WHITESPACE_CHARS,
+    RuleWriter,
+    encoded_char,
+    string_literal,
+    whitespace_rule,
+)
 from cad.grammar.cfg.schema_arrays import array_expr, array_layouts, schemas_at
 from cad.grammar.cfg.schema_context import (
     ARRAY_KEYWORDS,
@@ -72,6 +78,9 @@ class SchemaOptions:
     """White-space characters allowed between two tokens; 0 for compact JSON."""
     ignore_unsupported: bool = False
     """Leave out keywords that cannot be enforced instead of raising GrammarError."""
+    file: bool = False
+    """The value is a whole file: any white space before and after it (RFC 8259's ``ws
+    value ws``, so a file may end with a newline), not only ``max_whitespace``."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,8 @@ class _Translator:
     def run(self) -> SchemaGrammar:
         self._base_rules()
         value = self.value_expr([self.root])
-        self.rules["root"] = Sequence((self.ws, value, self.ws))
+        outer = Repeat(CharClass(WHITESPACE_CHARS), 0, None) if self.options.file else self.ws
+        self.rules["root"] = Sequence((outer, value, outer))
         return SchemaGrammar(RuleSet(self.rules, "root"), tuple(sorted(self.ignored)))
 
     # ------------------------------------------------------------ services (SchemaContext)

@@ -1,10 +1,12 @@
 // Bindings of the context-free engines: compile a lowered grammar, match over it.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bind_rows.h"
@@ -31,7 +33,46 @@ void bind_cfg(py::module_& m) {
                 py::gil_scoped_release release;
                 return compiled.accepts(bytes);
             },
-            py::arg("data"));
+            py::arg("data"))
+        .def("initial_state", &CompiledCfg::initial_state,
+             "The shared parse state before any input: states are ints, equal for equal texts "
+             "and valid while the grammar lives, so a caller may store one and resume from it.")
+        .def(
+            "feed_state",
+            [](CompiledCfg& compiled, int32_t state, const py::bytes& data) {
+                char* buffer = nullptr;
+                Py_ssize_t size = 0;
+                PyBytes_AsStringAndSize(data.ptr(), &buffer, &size);
+                const std::string_view bytes(buffer, static_cast<size_t>(size));
+                py::gil_scoped_release release;
+                return compiled.feed_state(state, bytes);
+            },
+            py::arg("state"), py::arg("data"),
+            "The shared state after ``data`` from ``state``; -1 when no sentence starts that way.")
+        .def(
+            "state_accepting",
+            [](CompiledCfg& compiled, int32_t state) {
+                py::gil_scoped_release release;
+                return compiled.state_accepting(state);
+            },
+            py::arg("state"), "Whether the text of the shared ``state`` is a sentence.")
+        .def(
+            "packed_state",
+            [](CompiledCfg& compiled, int32_t state) {
+                const int32_t vocab = compiled.trie().vocab_size();
+                std::vector<uint32_t> row(bitmask_words(vocab));
+                {
+                    py::gil_scoped_release release;
+                    compiled.fill_state(state, row.data());
+                }
+                const size_t size = (static_cast<size_t>(vocab) + 7) / 8;
+                py::array_t<uint8_t> packed(static_cast<py::ssize_t>(size));
+                std::memcpy(packed.mutable_data(), row.data(), size);
+                return packed;
+            },
+            py::arg("state"),
+            "The allowed tokens after the shared ``state`` as packed little-endian bits (uint8, "
+            "one bit per token id; the end-of-sequence token once the text is a sentence).");
 
     m.def(
         "compile_cfg",

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "cfg_grammar.h"
 #include "matcher.h"
@@ -22,6 +23,19 @@ class CompiledCfg : public std::enable_shared_from_this<CompiledCfg> {
     // Whether ``data`` is a complete sentence.
     virtual bool accepts(const std::string& data) = 0;
     const TokenTrie& trie() const { return *trie_; }
+
+    // Parse states shared by every caller, for machines that store a state and resume from
+    // it later: a state is the text read so far, interned as an int (equal texts, equal
+    // ids) that stays valid while the grammar lives. Thread-safe; an id the grammar never
+    // gave out throws std::out_of_range.
+    virtual int32_t initial_state() = 0;
+    // The state after ``data`` from ``state``; kDead when no sentence starts that way.
+    virtual int32_t feed_state(int32_t state, std::string_view data) = 0;
+    // Whether the text of ``state`` is a sentence.
+    virtual bool state_accepting(int32_t state) = 0;
+    // The allowed tokens after ``state`` (the end-of-sequence token once it is a sentence),
+    // written into ``row`` (bitmask_words(vocab size) words).
+    virtual void fill_state(int32_t state, uint32_t* row) = 0;
 
   protected:
     explicit CompiledCfg(std::shared_ptr<const TokenTrie> trie) : trie_(std::move(trie)) {}

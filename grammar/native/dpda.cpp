@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "bitmask.h"
@@ -114,11 +115,18 @@ class DpdaGrammar final : public CompiledCfg {
             ChildSet& set = atom_children_[tables_.atoms.atom_of_byte[child->byte]];
             set[position >> 6] |= uint64_t{1} << (position & 63);
         }
+        initial_state_ = full_.push(0, kBottom);
     }
 
     const char* engine() const override { return "dpda"; }
     std::unique_ptr<CfgMatcher> matcher() override;
     bool accepts(const std::string& data) override;
+
+    // A state is a whole stack, interned: its top node in ``full_``.
+    int32_t initial_state() override { return initial_state_; }
+    int32_t feed_state(int32_t state, std::string_view data) override;
+    bool state_accepting(int32_t state) override;
+    void fill_state(int32_t state, uint32_t* row) override;
 
     const LrTables& tables() const { return tables_; }
     int32_t atom_width(int32_t atom) const { return atom_width_[atom]; }
@@ -140,6 +148,13 @@ class DpdaGrammar final : public CompiledCfg {
     }
 
   private:
+    // Throws for a state id ``full_`` never gave out (caller holds ``full_lock_``).
+    void check_state(int32_t state) const {
+        if (state < 0 || static_cast<size_t>(state) >= full_.size()) {
+            throw std::out_of_range("no parse state " + std::to_string(state) + " in this grammar");
+        }
+    }
+
     // The states of the ``depth`` entries at the top of the stack, top first (kBottom for
     // the end of the stack).
     static std::vector<int32_t> suffix_of(const GrowingStack& stack, int32_t top, size_t depth) {
@@ -304,13 +319,25 @@ class DpdaGrammar final : public CompiledCfg {
     InternedStack local_;
     std::vector<int32_t> memo_;
     std::vector<int32_t> pending_;
+    // The whole stacks of the shared states, under their own lock: a stack costs a node
+    // (8 bytes, and its index entry) per entry that no earlier stack shares.
+    std::mutex full_lock_;
+    InternedStack full_;
+    std::vector<int32_t> full_pending_;
+    int32_t initial_state_ = 0;
 };
 
 class DpdaMatcher final : public CfgMatcher {
   public:
-    explicit DpdaMatcher(std::shared_ptr<DpdaGrammar> grammar) : grammar_(std::move(grammar)) {
-        const int32_t start = stack_.push(0, kBottom);
-        history_.push_back({start, stack_.size()});
+    explicit DpdaMatcher(std::shared_ptr<DpdaGrammar> grammar) : DpdaMatcher(std::move(grammar), {0}) {}
+
+    // A matcher over the stack of ``states`` (bottom first), as if it had read a text that
+    // leaves them.
+    DpdaMatcher(std::shared_ptr<DpdaGrammar> grammar, const std::vector<int32_t>& states)
+        : grammar_(std::move(grammar)) {
+        int32_t top = kBottom;
+        for (int32_t state : states) top = stack_.push(state, top);
+        history_.push_back({top, stack_.size()});
     }
 
     int32_t vocab_size() const override { return grammar_->trie().vocab_size(); }
@@ -459,6 +486,36 @@ std::unique_ptr<CfgMatcher> DpdaGrammar::matcher() {
 bool DpdaGrammar::accepts(const std::string& data) {
     DpdaMatcher matcher(std::static_pointer_cast<DpdaGrammar>(shared_from_this()));
     return matcher.accept_bytes(data) && matcher.is_accepting();
+}
+
+int32_t DpdaGrammar::feed_state(int32_t state, std::string_view data) {
+    std::lock_guard<std::mutex> guard(full_lock_);
+    check_state(state);
+    for (const char byte : data) {
+        state = lr_step(tables_, full_, state, tables_.atoms.atom_of_byte[static_cast<uint8_t>(byte)],
+                        full_pending_);
+        if (state < 0) return kDead;
+    }
+    return state;
+}
+
+bool DpdaGrammar::state_accepting(int32_t state) {
+    std::lock_guard<std::mutex> guard(full_lock_);
+    check_state(state);
+    return lr_step(tables_, full_, state, tables_.atoms.end_atom, full_pending_, false) == kAccepted;
+}
+
+// The mask comes from a matcher over a copy of the state's stack: the masks and their
+// resolution read the stack without ``full_lock_``, which other callers may be growing.
+void DpdaGrammar::fill_state(int32_t state, uint32_t* row) {
+    std::vector<int32_t> states;
+    {
+        std::lock_guard<std::mutex> guard(full_lock_);
+        check_state(state);
+        for (int32_t node = state; node >= 0; node = full_.parent(node)) states.push_back(full_.state(node));
+    }
+    std::reverse(states.begin(), states.end());
+    DpdaMatcher(std::static_pointer_cast<DpdaGrammar>(shared_from_this()), states).fill_bitmask(row);
 }
 
 }  // namespace

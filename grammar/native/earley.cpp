@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "bitmask.h"
 #include "cfg_matcher.h"
+#include "fnv1a.h"
 #include "mask_cache.h"
 
 namespace cad::cfg {
@@ -58,8 +60,8 @@ std::vector<int32_t> encode(const EarleyState& state) {
 
 struct KeyHash {
     size_t operator()(const std::vector<int32_t>& key) const {
-        uint64_t digest = 1469598103934665603ULL;
-        for (int32_t value : key) digest = (digest ^ static_cast<uint32_t>(value)) * 1099511628211ULL;
+        uint64_t digest = fnv1a::kOffsetBasis;
+        for (int32_t value : key) digest = fnv1a::symbol(digest, static_cast<uint32_t>(value));
         return static_cast<size_t>(digest);
     }
 };
@@ -98,6 +100,24 @@ class EarleyGrammar final : public CompiledCfg {
         }
         return states_[config].accepting;
     }
+
+    // A state is an interned Earley state, as the matchers' are.
+    int32_t initial_state() override { return initial_; }
+    int32_t feed_state(int32_t state, std::string_view data) override {
+        std::lock_guard<std::mutex> guard(lock_);
+        check_state(state);
+        for (const char byte : data) {
+            state = step(state, static_cast<uint8_t>(byte));
+            if (state < 0) return kDead;
+        }
+        return state;
+    }
+    bool state_accepting(int32_t state) override {
+        std::lock_guard<std::mutex> guard(lock_);
+        check_state(state);
+        return states_[state].accepting;
+    }
+    void fill_state(int32_t state, uint32_t* row) override;
 
     std::mutex& lock() { return lock_; }
     int32_t initial() const { return initial_; }
@@ -143,6 +163,13 @@ class EarleyGrammar final : public CompiledCfg {
     }
 
   private:
+    // Throws for a state id never interned (caller holds the lock).
+    void check_state(int32_t state) const {
+        if (state < 0 || static_cast<size_t>(state) >= states_.size()) {
+            throw std::out_of_range("no parse state " + std::to_string(state) + " in this grammar");
+        }
+    }
+
     int32_t intern(EarleyState state) {
         std::vector<int32_t> key = encode(state);
         auto [found, inserted] = ids_.emplace(std::move(key), static_cast<int32_t>(states_.size()));
@@ -302,7 +329,11 @@ class EarleyGrammar final : public CompiledCfg {
 class EarleyMatcher final : public CfgMatcher {
   public:
     explicit EarleyMatcher(std::shared_ptr<EarleyGrammar> grammar)
-        : grammar_(std::move(grammar)), history_{grammar_->initial()} {}
+        : EarleyMatcher(grammar, grammar->initial()) {}
+
+    // A matcher at the interned state ``config``.
+    EarleyMatcher(std::shared_ptr<EarleyGrammar> grammar, int32_t config)
+        : grammar_(std::move(grammar)), history_{config} {}
 
     int32_t vocab_size() const override { return grammar_->trie().vocab_size(); }
 
@@ -424,6 +455,14 @@ class EarleyMatcher final : public CfgMatcher {
 
 std::unique_ptr<CfgMatcher> EarleyGrammar::matcher() {
     return std::make_unique<EarleyMatcher>(std::static_pointer_cast<EarleyGrammar>(shared_from_this()));
+}
+
+void EarleyGrammar::fill_state(int32_t state, uint32_t* row) {
+    {
+        std::lock_guard<std::mutex> guard(lock_);
+        check_state(state);
+    }
+    EarleyMatcher(std::static_pointer_cast<EarleyGrammar>(shared_from_this()), state).fill_bitmask(row);
 }
 
 }  // namespace

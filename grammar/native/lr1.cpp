@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include "fnv1a.h"
+
 namespace cad::cfg {
 
 namespace {
@@ -279,8 +281,8 @@ class Builder {
     }
 
     static size_t hash_kernel(const std::pair<int32_t, Lookahead>* items, size_t count) {
-        uint64_t digest = 1469598103934665603ULL;
-        auto mix = [&digest](uint64_t value) { digest = (digest ^ value) * 1099511628211ULL; };
+        uint64_t digest = fnv1a::kOffsetBasis;
+        auto mix = [&digest](uint64_t value) { digest = fnv1a::symbol(digest, value); };
         for (size_t i = 0; i < count; ++i) {
             mix(static_cast<uint64_t>(items[i].first));
             for (uint64_t word : items[i].second) mix(word);

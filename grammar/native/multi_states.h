@@ -11,19 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "fnv1a.h"
 #include "program_states.h"
 
 namespace cad::program {
 
 constexpr uint64_t kMaxPathChars = 4096;  // the resolver's MAX_PATH_CHARS
-constexpr uint64_t kPathHashSeed = 14695981039346656037ULL;
+constexpr uint64_t kPathHashSeed = fnv1a::kOffsetBasis;
 
 // The hash of a created path's bytes (64-bit FNV-1a), checked against the paths a program
 // may not create.
 uint64_t path_hash(const std::string& path);
-inline uint64_t path_hash_step(uint64_t hash, uint8_t byte) {
-    return (hash ^ byte) * 1099511628211ULL;
-}
+inline uint64_t path_hash_step(uint64_t hash, uint8_t byte) { return fnv1a::byte(hash, byte); }
 
 enum class MMode : uint8_t { Await, Number, Literal, Path, Gen, End };
 // Where an Await state is: the program's start (either form), between the ops of a bare

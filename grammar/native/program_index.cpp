@@ -5,6 +5,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "fnv1a.h"
 #include "trie_walk.h"
 
 namespace cad::program {
@@ -109,11 +110,7 @@ class Reader {
 };
 
 uint64_t checksum(const char* data, size_t size) {
-    uint64_t digest = 14695981039346656037ULL;
-    for (size_t i = 0; i < size; ++i) {
-        digest = (digest ^ static_cast<unsigned char>(data[i])) * 1099511628211ULL;
-    }
-    return digest;
+    return fnv1a::bytes(fnv1a::kOffsetBasis, std::string_view(data, size));
 }
 
 }  // namespace

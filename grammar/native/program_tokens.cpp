@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "fnv1a.h"
+
 namespace cad::drafting {
 
 size_t TokenSource::EchoHash::operator()(const EchoKey& key) const {
@@ -73,7 +75,7 @@ ProgramTokenizer::ProgramTokenizer(std::shared_ptr<const program::ProgramIndex> 
 
 uint64_t ProgramTokenizer::key_of(const program::State& state, std::string_view rest,
                                   int32_t limit) {
-    uint64_t h = 14695981039346656037ULL;
+    uint64_t h = fnv1a::kOffsetBasis;
     const auto mix = [&h](uint64_t value) {
         h ^= value + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     };
@@ -85,8 +87,7 @@ uint64_t ProgramTokenizer::key_of(const program::State& state, std::string_view 
     mix(state.digits);
     for (uint64_t value : state.values) mix(value);
     mix(static_cast<uint64_t>(limit));
-    for (char c : rest) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
-    return h;
+    return fnv1a::bytes(h, rest);
 }
 
 bool ProgramTokenizer::begin(std::string_view prefix) {

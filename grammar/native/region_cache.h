@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bitmask.h"
+#include "fnv1a.h"
 
 namespace cad {
 
@@ -48,8 +49,8 @@ class RegionCache {
   private:
     struct KeyHash {
         size_t operator()(const std::vector<int32_t>& key) const {
-            uint64_t digest = 1469598103934665603ULL;
-            for (int32_t value : key) digest = (digest ^ static_cast<uint32_t>(value)) * 1099511628211ULL;
+            uint64_t digest = fnv1a::kOffsetBasis;
+            for (int32_t value : key) digest = fnv1a::symbol(digest, static_cast<uint32_t>(value));
             return static_cast<size_t>(digest);
         }
     };

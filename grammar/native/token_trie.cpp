@@ -4,6 +4,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "fnv1a.h"
 #include "region_cache.h"
 #include "utf8.h"
 
@@ -16,19 +17,13 @@ TokenTable::TokenTable(std::string data, std::vector<uint32_t> offsets, int32_t 
         throw std::invalid_argument("token offsets do not describe the token data");
     }
     if (eos_ >= vocab_size()) throw std::invalid_argument("eos token id outside the vocabulary");
-    uint64_t digest = 14695981039346656037ULL;
-    auto mix = [&digest](uint64_t value) {
-        for (int shift = 0; shift < 64; shift += 8) {
-            digest = (digest ^ ((value >> shift) & 0xFF)) * 1099511628211ULL;
-        }
-    };
+    uint64_t digest = fnv1a::kOffsetBasis;
     for (int32_t id = 0; id < vocab_size(); ++id) {
         longest_ = std::max(longest_, static_cast<int32_t>(offsets_[id + 1] - offsets_[id]));
-        mix(offsets_[id + 1]);
+        digest = fnv1a::word_bytes(digest, offsets_[id + 1]);
     }
-    for (unsigned char byte : data_) digest = (digest ^ byte) * 1099511628211ULL;
-    mix(static_cast<uint64_t>(static_cast<int64_t>(eos_)));
-    fingerprint_ = digest;
+    digest = fnv1a::bytes(digest, data_);
+    fingerprint_ = fnv1a::word_bytes(digest, static_cast<uint64_t>(static_cast<int64_t>(eos_)));
 }
 
 TokenTrie::~TokenTrie() = default;

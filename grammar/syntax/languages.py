@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cad.grammar.cfg import GrammarError, ReferenceGrammar, compile
+from cad.grammar.cfg import CompiledGrammar, GrammarError, compile, compile_grammar, front_end
 from cad.grammar.cfg.builtin_grammars import JSON as BUILTIN_JSON
 from cad.grammar.cfg.token_table import TokenTable
 from cad.grammar.syntax.machine import DEAD, SyntaxMachine, SyntaxMatcher
@@ -32,13 +32,12 @@ EXTENSIONS = {".py": "python", ".pyi": "python", ".pyw": "python", ".json": "jso
 JSON_FILE = BUILTIN_JSON.replace("root ::= value", "root ::= ws value ws", 1)
 """A JSON text as RFC 8259 defines it: one value with whitespace around it."""
 
-_JSON_WHITESPACE = b" \t\n\r"
-
 MAX_JSON_DEPTH = 1_000
-"""The deepest nesting of arrays and objects the JSON machines follow. Every level is a
-new stack of the parser and a new row of its transition table (about 20 kB), so a file of
-a few hundred kilobytes of brackets would otherwise take gigabytes; 1,000 levels take
-about 20 MB."""
+"""The deepest nesting of arrays and objects the JSON machines follow. A state is the
+parser's whole stack: every level adds about a dozen stack nodes that the states share
+(under a kilobyte; 1,000 levels take well under a megabyte), and every mask copies its
+state's stack (40 µs at 1,000 levels), so a file of a few hundred kilobytes of brackets
+would cost time quadratic in its depth."""
 _JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*+"?')
 """A string, or what there is of one up to the end of its line: possessive, so every byte
 is read once even when strings are left open."""
@@ -91,114 +90,31 @@ class PythonMachine:
 
 
 class GrammarMachine:
-    """A compiled byte-level grammar (JSON, a JSON Schema) as a syntax machine; states are
-    the grammar's interned configurations."""
+    """A compiled byte-level grammar (JSON, a JSON Schema) as a syntax machine, run by the
+    native core: states are the grammar's shared parse states (a DPDA's whole stack or an
+    Earley state, interned), which stay valid while the grammar lives."""
 
-    def __init__(self, compiled: ReferenceGrammar, language: str) -> None:
+    def __init__(self, compiled: CompiledGrammar, language: str) -> None:
         self.language = language
         self.compiled = compiled
-        vocabulary = compiled.tokens.vocabulary
+        vocabulary = compiled.vocabulary
         self.vocab_size = vocabulary.size
         self.eos_token_id = vocabulary.eos_token_id
         self.token_bytes = vocabulary.token_bytes
-        self.initial = compiled.automaton.initial()
+        self.initial = compiled.native.initial_state()
+        self._native = compiled.native
 
     def feed(self, state: int, data: bytes) -> int:
         """See :meth:`SyntaxMachine.feed`."""
-        following = self.compiled.masks.transitions.walk(state, data)
-        return following if following >= 0 else DEAD
+        return self._native.feed_state(state, data)
 
     def is_complete(self, state: int) -> bool:
         """See :meth:`SyntaxMachine.is_complete`."""
-        return self.compiled.automaton.is_accepting(state)
+        return self._native.state_accepting(state)
 
     def packed(self, state: int) -> np.ndarray:
         """See :meth:`SyntaxMachine.packed`."""
-        return self.compiled.masks.packed(state)
-
-
-class PaddedMachine:
-    """A machine whose files may also have whitespace before and after the text the inner
-    machine accepts (a JSON Schema's value in a file that ends with a newline).
-
-    States: the inner state for the leading part and the value itself, and ``s + TRAILING``
-    for "the inner text ended in ``s`` and only whitespace follows". A token is allowed when
-    some split of its bytes into (leading whitespace | value | trailing whitespace) works;
-    tokens that mix whitespace with other bytes are checked one by one from a precomputed
-    list."""
-
-    def __init__(self, inner: SyntaxMachine) -> None:
-        self.inner = inner
-        self.language = inner.language
-        self.schema = True
-        self.vocab_size = inner.vocab_size
-        self.eos_token_id = inner.eos_token_id
-        self.token_bytes = inner.token_bytes
-        self.initial = inner.initial
-        whitespace: list[int] = []
-        mixed: list[int] = []
-        for token, data in enumerate(self.token_bytes):
-            if not data:
-                continue
-            stripped = data.strip(_JSON_WHITESPACE)
-            if not stripped:
-                whitespace.append(token)
-            elif stripped != data:
-                mixed.append(token)
-        self._whitespace = _pack(whitespace, self.vocab_size)
-        self._mixed = mixed
-        self._cache: dict[int, np.ndarray] = {}
-
-    TRAILING = 1 << 40
-
-    def feed(self, state: int, data: bytes) -> int:
-        """See :meth:`SyntaxMachine.feed`."""
-        if state >= self.TRAILING:
-            return state if not data.strip(_JSON_WHITESPACE) else DEAD
-        following = self.inner.feed(state, data)
-        if following != DEAD:
-            return following
-        if state == self.initial:
-            body = data.lstrip(_JSON_WHITESPACE)
-            if body != data:
-                return self.feed(state, body) if body else state
-        body = data.rstrip(_JSON_WHITESPACE)
-        if body != data:
-            inner = self.inner.feed(state, body) if body else state
-            if inner != DEAD and self.inner.is_complete(inner):
-                return inner + self.TRAILING
-        return DEAD
-
-    def is_complete(self, state: int) -> bool:
-        """See :meth:`SyntaxMachine.is_complete`."""
-        return state >= self.TRAILING or self.inner.is_complete(state)
-
-    def packed(self, state: int) -> np.ndarray:
-        """See :meth:`SyntaxMachine.packed`."""
-        cached = self._cache.get(state)
-        if cached is not None:
-            return cached
-        eos = self.eos_token_id
-        if state >= self.TRAILING:
-            bits = self._whitespace.copy()
-        else:
-            bits = self.inner.packed(state).copy()
-            if state == self.initial or self.inner.is_complete(state):
-                bits |= self._whitespace
-            allowed = [t for t in self._mixed if self.feed(state, self.token_bytes[t]) != DEAD]  # type: ignore[arg-type]
-            for token in allowed:
-                bits[token >> 3] |= 1 << (token & 7)
-        if eos is not None and self.is_complete(state):
-            bits[eos >> 3] |= 1 << (eos & 7)
-        if len(self._cache) < 4096:
-            self._cache[state] = bits
-        return bits
-
-
-def _pack(tokens: list[int], vocab_size: int) -> np.ndarray:
-    bits = np.zeros(vocab_size, dtype=bool)
-    bits[tokens] = True
-    return np.packbits(bits, bitorder="little")
+        return self._native.packed_state(state)
 
 
 _MACHINES: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], SyntaxMachine]] = (
@@ -249,9 +165,9 @@ def _build(
     if language == "python":
         return PythonMachine(python_syntax(version), vocabulary)
     if schema is None:
-        return GrammarMachine(compile(JSON_FILE, vocabulary, backend="python"), "json")
-    compiled = compile(schema, vocabulary, format="json-schema", backend="python")
-    return PaddedMachine(GrammarMachine(compiled, "json"))
+        return GrammarMachine(compile(JSON_FILE, vocabulary), "json")
+    grammar, _ = front_end(schema, format="json-schema", file=True)
+    return GrammarMachine(compile_grammar(grammar, vocabulary), "json")
 
 
 def syntax_matcher(machine: SyntaxMachine) -> SyntaxMatcher:
@@ -266,7 +182,6 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "GrammarError",
     "GrammarMachine",
-    "PaddedMachine",
     "PythonMachine",
     "json_depth",
     "language_for_path",

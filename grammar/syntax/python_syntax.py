@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sys
 import threading
 import unicodedata
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cad.grammar import _native
 from cad.grammar.index_cache import read_cached, write_cached
 from cad.grammar.program_states import utf8_step
 from cad.grammar.syntax import table_store
@@ -98,15 +98,15 @@ class PythonSyntax:
     carries its generation, and using one from before a reset raises :class:`StaleState`.
     """
 
-    def __init__(self, version: tuple[int, int] = LATEST, *, native: bool | None = None) -> None:
+    def __init__(self, version: tuple[int, int] = LATEST, *, native: bool = True) -> None:
+        """The recogniser of Python ``version``; ``native=False`` runs the pure-Python layout
+        parser instead of the native core, as the reference the tests compare it with."""
         if version not in SUPPORTED_VERSIONS:
             supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_VERSIONS)
             raise ValueError(f"Python {version[0]}.{version[1]} is not supported ({supported})")
         self.version = version
         self.tables, self.groups, self.lexer = built_parts(version)
-        self.native = _native_core(self.tables, self.groups) if native is not False else None
-        if native and self.native is None:
-            raise RuntimeError("the native core (cad.grammar._native) is not built")
+        self.native = _native_core(self.tables, self.groups) if native else None
         self.generation = 0
         self.resets = 0
         self._lock = threading.RLock()
@@ -348,15 +348,8 @@ class _NativeLayout:
         self.is_complete = core.is_complete
 
 
-def _native_core(tables: Tables, groups: TokenGroups) -> Any:
-    """The compiled layout-parser core for these tables, or None where it is not built (or
-    ``CAD_SYNTAX_REFERENCE`` asks for the Python reference)."""
-    if os.environ.get("CAD_SYNTAX_REFERENCE"):
-        return None
-    try:
-        from cad.grammar._native import SyntaxCore
-    except ImportError:
-        return None
+def _native_core(tables: Tables, groups: TokenGroups) -> _native.SyntaxCore:
+    """The compiled layout-parser core for these tables."""
     states, tokens = len(tables.actions), len(tables.tokens)
     nonterminals = len(tables.nonterminals)
     index = np.full(states * tokens, -1, dtype=np.int32)
@@ -370,7 +363,7 @@ def _native_core(tables: Tables, groups: TokenGroups) -> Any:
         for nonterminal, target in row.items():
             gotos[state * nonterminals + nonterminal] = target
     ids = groups.token_ids
-    return SyntaxCore(
+    return _native.SyntaxCore(
         index, np.array(data, dtype=np.int32), gotos, states, tokens, nonterminals,
         list(tables.production_lhs), list(tables.production_length), tables.token_id(END),
         ACCEPT, [list(g) for g in groups.groups], sorted(groups.openers), sorted(groups.closers),
