@@ -4,7 +4,9 @@ Every engine runs in one process on the SAME token streams (MaskBench style: per
 the packed bitmask, then accept the token; the end-of-sequence mask is included), interleaved
 grammar by grammar with the engine order rotated, so that noise from other jobs hits every
 engine alike. Each grammar starts cold (fresh compile, empty caches): first visits to a state
-are in the numbers. Workloads, for each tokenizer:
+are in the numbers. ``cad`` compiles with its precompute worker (it builds masks in the
+background while the first document runs); ``--engines cad,cad-lazy`` adds cad without it.
+Workloads, for each tokenizer:
 
 * JSON-Schema (compact) and JSON-Schema (pretty): JSONSchemaBench schemas with their valid
   instances written compactly, and as ``json.dumps(x, indent=2)`` (keys in schema order).
@@ -198,14 +200,18 @@ class Runner:
 
 
 class CadRunner(Runner):
-    """Our engines: the native core, or the Python reference (``backend="python"``)."""
+    """Our engines: the native core, with or without its precompute worker, or the Python
+    reference (``backend="python"``)."""
 
-    def __init__(self, vocabulary: Any, backend: str) -> None:
+    def __init__(self, vocabulary: Any, backend: str, precompute: bool = True) -> None:
         from cad.grammar import allocate_token_bitmask
 
         self.vocabulary = vocabulary
         self.backend = backend
-        self.name = "cad native" if backend == "native" else "cad python"
+        self.precompute = precompute
+        self.name = "cad python" if backend == "python" else "cad native"
+        if backend == "native" and not precompute:
+            self.name = "cad native, lazy"
         self.bitmask = allocate_token_bitmask(1, vocabulary.size)
         self.engines: dict[str, int] = {}
 
@@ -213,7 +219,13 @@ class CadRunner(Runner):
         from cad.grammar import compile
 
         kind = "ebnf" if item.kind == "json" else item.kind
-        compiled = compile(item.source, self.vocabulary, format=kind, backend=self.backend)  # type: ignore[arg-type]
+        compiled = compile(
+            item.source,
+            self.vocabulary,
+            format=kind,  # type: ignore[arg-type]
+            backend=self.backend,  # type: ignore[arg-type]
+            precompute=self.precompute,
+        )
         self.engines[compiled.engine] = self.engines.get(compiled.engine, 0) + 1
         return compiled
 
@@ -337,6 +349,7 @@ def bench_grammars(
                 except Exception:
                     accepted = False
                 row.rejected += not accepted
+            del compiled  # a grammar's precompute worker stops with it, before the next engine
     return rows
 
 
@@ -518,7 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--program-edits", type=int, default=30)
     parser.add_argument("--tokenizers", default="qwen2,llama3")
-    parser.add_argument("--engines", default="cad,xgrammar,llguidance")
+    parser.add_argument(
+        "--engines",
+        default="cad,xgrammar,llguidance",
+        help="of cad, cad-lazy (cad without its precompute worker, on a vocabulary of its own), "
+        "xgrammar, llguidance",
+    )
     parser.add_argument(
         "--reference", action="store_true", help="also run the Python reference engines"
     )
@@ -568,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
             runners: list[Runner] = []
             if "cad" in wanted:
                 runners.append(CadRunner(vocabulary, "native"))
+            if "cad-lazy" in wanted:
+                lazy_vocabulary = Vocabulary.from_tokenizer(tokenizer)
+                runners.append(CadRunner(lazy_vocabulary, "native", precompute=False))
             if args.reference:
                 runners.append(CadRunner(vocabulary, "python"))
             if "xgrammar" in wanted:

@@ -42,14 +42,23 @@ their memory grows with rules times states: 4,000 rules may take 320 MB, 10,000 
 gigabyte. Earley's memory grows with the grammar alone. The largest LR(1) grammar among
 the JSONSchemaBench schemas has about 1,600 rules."""
 
+PRECOMPUTE_MAX_BYTES = 16 * 2**20
+"""What one grammar's precompute worker may hold, 16 MiB (about 850 masks kept as rows of
+Qwen2's 151,936 bits; most masks are short id lists): it never publishes a mask that would
+take its masks past it, and stops once they and its scratch tables together reach it
+(checked after each mask, so the scratch may pass it by one walk's growth until the worker
+frees it). States past it are built on demand, as without the worker."""
+
 
 @dataclass(eq=False)
 class CompiledGrammar:
     """A grammar bound to a vocabulary, with its native engine and shared caches.
 
-    Every matcher made from it shares the per-state token-mask caches (filled on first use)
-    and, for Earley, the interned states, so a second request with the same grammar starts
-    warm. Matchers of one grammar may be filled from several threads at once."""
+    Every matcher made from it shares the per-state token-mask caches (filled on first use,
+    and for the DPDA also ahead of use by a background worker unless compiled with
+    ``precompute=False``) and, for Earley, the interned states, so a second request with the
+    same grammar starts warm. Matchers of one grammar may be filled from several threads at
+    once."""
 
     grammar: Grammar
     engine: EngineName
@@ -73,6 +82,12 @@ class CompiledGrammar:
         """Whether ``data`` is a complete sentence of the grammar (token-free check)."""
         return self.native.accepts(data)
 
+    def mask_stats(self) -> dict[str, int | bool]:
+        """What the mask cache holds: ``worker_states``/``worker_bytes`` built by the
+        precompute worker, ``demand_states``/``demand_bytes`` built by fills that found a state
+        missing, and whether the worker is still running (``worker_running``)."""
+        return dict(self.native.mask_stats())
+
 
 def compile(
     source: str | dict[str, Any],
@@ -85,6 +100,7 @@ def compile(
     compact: bool = False,
     max_whitespace: int = DEFAULT_MAX_WHITESPACE,
     ignore_unsupported: bool = False,
+    precompute: bool = True,
 ) -> CompiledGrammar | ReferenceGrammar:
     """Compile grammar text (``format="ebnf"``) or a JSON Schema (dict or JSON text,
     ``format="json-schema"``) for a Hugging Face tokenizer or a ``Vocabulary``.
@@ -94,7 +110,8 @@ def compile(
     ``backend="python"`` gives the pure-Python reference engines (same languages and masks,
     much slower). JSON Schema only: at most ``max_whitespace`` white-space characters between
     two tokens (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be
-    enforced (listed in ``details["ignored_keywords"]``) instead of raising GrammarError."""
+    enforced (listed in ``details["ignored_keywords"]``) instead of raising GrammarError.
+    ``precompute``: see :func:`compile_grammar`."""
     started = time.perf_counter()
     grammar, details = front_end(
         source,
@@ -108,7 +125,9 @@ def compile(
         if isinstance(tokenizer, Vocabulary)
         else Vocabulary.for_tokenizer(tokenizer, vocab_size)
     )
-    compiled = compile_grammar(grammar, vocabulary, engine=engine, backend=backend)
+    compiled = compile_grammar(
+        grammar, vocabulary, engine=engine, backend=backend, precompute=precompute
+    )
     compiled.compile_seconds = time.perf_counter() - started
     compiled.details = details
     return compiled
@@ -139,9 +158,16 @@ def compile_grammar(
     *,
     engine: Literal["auto", "earley", "dpda"] = "auto",
     backend: Literal["native", "python"] = "native",
+    precompute: bool = True,
 ) -> CompiledGrammar | ReferenceGrammar:
     """Bind an already lowered and simplified grammar to ``vocabulary`` (what :func:`compile`
-    does after its front end)."""
+    does after its front end).
+
+    It returns once the engine's tables exist; the state masks are built on first use. With
+    ``precompute`` (the DPDA only) a native worker thread also builds them from then on, in
+    the order a decode is likely to reach them, so that most first visits find their mask
+    ready; a fill never waits for it. The worker holds at most :data:`PRECOMPUTE_MAX_BYTES`
+    and stops when the grammar is dropped."""
     started = time.perf_counter()
     if backend == "python":
         compiled = _reference(grammar, vocabulary, engine)
@@ -171,6 +197,8 @@ def compile_grammar(
         )
     except _native.NotLr1 as error:
         raise GrammarError(f"grammar is not LR(1): {error}") from error
+    if precompute:
+        native.start_precompute(PRECOMPUTE_MAX_BYTES)
     return CompiledGrammar(
         grammar=grammar,
         engine=native.engine,

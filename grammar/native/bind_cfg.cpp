@@ -72,7 +72,23 @@ void bind_cfg(py::module_& m) {
             },
             py::arg("state"),
             "The allowed tokens after the shared ``state`` as packed little-endian bits (uint8, "
-            "one bit per token id; the end-of-sequence token once the text is a sentence).");
+            "one bit per token id; the end-of-sequence token once the text is a sentence).")
+        .def("start_precompute", &CompiledCfg::start_precompute, py::arg("max_bytes"),
+             "Build masks on a background thread (no GIL), holding at most ``max_bytes``; false "
+             "when the engine has no worker or it was started before.")
+        .def(
+            "mask_stats",
+            [](const CompiledCfg& compiled) {
+                const MaskStats stats = compiled.mask_stats();
+                py::dict result;
+                result["worker_states"] = stats.worker_states;
+                result["worker_bytes"] = stats.worker_bytes;
+                result["demand_states"] = stats.demand_states;
+                result["demand_bytes"] = stats.demand_bytes;
+                result["worker_running"] = stats.worker_running;
+                return result;
+            },
+            "What the mask cache holds: states and bytes built by the worker and on demand.");
 
     m.def(
         "compile_cfg",

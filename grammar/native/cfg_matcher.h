@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cfg_grammar.h"
+#include "mask_precompute.h"
 #include "matcher.h"
 #include "token_trie.h"
 
@@ -22,6 +23,12 @@ class CompiledCfg : public std::enable_shared_from_this<CompiledCfg> {
     virtual std::unique_ptr<CfgMatcher> matcher() = 0;
     // Whether ``data`` is a complete sentence.
     virtual bool accepts(const std::string& data) = 0;
+    // Start building masks in the background, holding at most ``max_bytes`` of them (the
+    // worker stops once they and its scratch tables reach it); false when the engine has no
+    // worker or it was started before.
+    virtual bool start_precompute(size_t max_bytes) = 0;
+    // What the mask cache holds, by who built it.
+    virtual MaskStats mask_stats() const = 0;
     const TokenTrie& trie() const { return *trie_; }
 
     // Parse states shared by every caller, for machines that store a state and resume from

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "bitmask.h"
 #include "cfg_matcher.h"
+#include "lr_frontier.h"
 #include "mask_cache.h"
 
 namespace cad::cfg {
@@ -61,9 +63,13 @@ class BelowTable {
         }
     }
 
+    // Whether one more child would fill it past half (insert would refuse it).
+    bool full() const { return 2 * (size_ + 1) > capacity_; }
+    size_t bytes() const { return sizeof(BelowTable) + capacity_ * sizeof(Slot); }
+
     // Add a child (caller holds the lock); false when the table is too full to take it.
     bool insert(int32_t state, SuffixNode* node) {
-        if (2 * (size_ + 1) > capacity_) return false;
+        if (full()) return false;
         size_t at = slot_of(state);
         while (slots_[at].key.load(std::memory_order_relaxed) != kEmpty) at = (at + 1) & (capacity_ - 1);
         slots_[at].node.store(node, std::memory_order_relaxed);
@@ -102,6 +108,22 @@ struct SuffixNode {
     std::atomic<BelowTable*> below{nullptr};  // longer suffixes, by the state below
 };
 
+// The interned local views' stacks and their memoised transitions: the scratch one builder of
+// masks works in. Requests share one (under the build lock); the precompute worker has its
+// own, so that neither waits for the other's walks.
+struct LocalView {
+    InternedStack stack;
+    std::vector<int32_t> memo;
+    std::vector<int32_t> pending;
+
+    size_t bytes() const {
+        return stack.bytes() + (memo.capacity() + pending.capacity()) * sizeof(int32_t);
+    }
+};
+
+// Suffixes of at most this many states are precomputed; longer ones are built on demand.
+constexpr size_t kPrecomputeSuffix = 3;
+
 class DpdaGrammar final : public CompiledCfg {
   public:
     DpdaGrammar(LrTables tables, std::shared_ptr<const TokenTrie> trie)
@@ -127,6 +149,11 @@ class DpdaGrammar final : public CompiledCfg {
     int32_t feed_state(int32_t state, std::string_view data) override;
     bool state_accepting(int32_t state) override;
     void fill_state(int32_t state, uint32_t* row) override;
+
+    bool start_precompute(size_t max_bytes) override {
+        return worker_.start([this, max_bytes] { precompute(max_bytes); });
+    }
+    MaskStats mask_stats() const override { return counters_.snapshot(worker_.running()); }
 
     const LrTables& tables() const { return tables_; }
     int32_t atom_width(int32_t atom) const { return atom_width_[atom]; }
@@ -172,65 +199,168 @@ class DpdaGrammar final : public CompiledCfg {
     std::unique_ptr<std::atomic<SuffixNode*>[]> root_slots() const {
         auto slots = std::make_unique<std::atomic<SuffixNode*>[]>(static_cast<size_t>(tables_.states));
         for (int32_t state = 0; state < tables_.states; ++state) {
-            slots[state].store(nullptr, std::memory_order_relaxed);  // published by build()
+            slots[state].store(nullptr, std::memory_order_relaxed);  // published by publish()
         }
         return slots;
     }
 
-    // Make ``node`` one whose longer suffixes are looked up below it (caller holds the lock).
-    void open_below(SuffixNode& node) {
-        tables_owned_.push_back(std::make_unique<BelowTable>(4));
-        node.below.store(tables_owned_.back().get(), std::memory_order_relaxed);  // published with the node
+    // The published node of ``suffix`` under ``parent`` (nullptr: the root of its top state),
+    // or nullptr.
+    SuffixNode* find(SuffixNode* parent, const std::vector<int32_t>& suffix) const {
+        return parent ? parent->below.load(std::memory_order_acquire)->find(suffix.back())
+                      : roots_[suffix.front()].load(std::memory_order_acquire);
     }
 
-    // Publish ``child``, the node of ``suffix``, under ``parent`` (nullptr: as the root of its
-    // top state); caller holds the lock.
-    void publish(SuffixNode* parent, const std::vector<int32_t>& suffix, SuffixNode* child) {
-        if (parent == nullptr) {
-            roots_[suffix.front()].store(child, std::memory_order_release);
-            return;
+    // A request's build of the node of ``suffix`` (top state first; kBottom last if the stack
+    // ends there): a root when ``parent`` is nullptr, else ``parent``'s child for the
+    // suffix's last state. Requests build one at a time in the shared local view; the worker
+    // never holds that lock, and a node it publishes meanwhile is taken instead.
+    SuffixNode* build(SuffixNode* parent, const std::vector<int32_t>& suffix) {
+        hint_.store(suffix.front(), std::memory_order_relaxed);
+        std::lock_guard<std::mutex> guard(build_lock_);
+        if (SuffixNode* found = find(parent, suffix)) return found;
+        return publish(parent, suffix, compute(view_, suffix), false, 0);
+    }
+
+    // The mask of ``suffix`` computed in ``view``, or nullptr when the suffix is to be split
+    // by the state below it. Touches nothing shared but the vocabulary's caches, which lock.
+    std::unique_ptr<StateMask> compute(LocalView& view, const std::vector<int32_t>& suffix) const {
+        const bool complete = suffix.back() == kBottom;
+        const size_t states = suffix.size() - (complete ? 1 : 0);
+        std::vector<int32_t> chain(states);  // interned nodes of the suffix, index = depth
+        int32_t base = complete ? kBottom : kUnknownBelow;
+        for (size_t depth = states; depth-- > 0;) {
+            chain[depth] = base = view.stack.push(suffix[depth], base);
         }
-        BelowTable* table = parent->below.load(std::memory_order_relaxed);
-        if (table->insert(suffix.back(), child)) return;
-        tables_owned_.push_back(table->grown());
-        tables_owned_.back()->insert(suffix.back(), child);
-        parent->below.store(tables_owned_.back().get(), std::memory_order_release);
+        LocalStep step{tables_, view};
+        const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
+        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0], first_children(suffix[0]));
+        bool deepen = may_deepen && count.dependent > kDeepenAbove;
+        WalkPlan plan;
+        if (!deepen) {
+            plan = plan_walk(*trie_, step, chain[0], count);
+            deepen = may_deepen && large_walk_needs_context(count, plan);
+        }
+        if (deepen) return nullptr;  // hopeless without more context: do not even walk
+        StateMask mask = build_state_mask(*trie_, step, chain[0], count, plan);
+        if (may_deepen && mask.undecided_tokens > kDeepenAbove) return nullptr;
+        attach_contexts(mask, chain, view.stack);
+        return std::make_unique<StateMask>(std::move(mask));
     }
 
-    // Memoised local-view transitions over the interned stacks.
+    // Publish the node of ``suffix`` with ``mask`` (nullptr: split by the state below) under
+    // ``parent``, unless one was published first (first writer wins: that one is returned).
+    // The lock is held for the lookup and the insertion only. A worker's node is dropped, and
+    // nullptr returned, when it would take the worker's masks past ``max_bytes``.
+    SuffixNode* publish(SuffixNode* parent, const std::vector<int32_t>& suffix,
+                        std::unique_ptr<StateMask> mask, bool by_worker, size_t max_bytes) {
+        auto node = std::make_unique<SuffixNode>();
+        size_t bytes = sizeof(SuffixNode) + (mask ? mask->bytes() : 0);
+        std::unique_ptr<BelowTable> below;
+        if (mask) {
+            node->mask = std::move(mask);
+        } else {
+            below = std::make_unique<BelowTable>(4);
+            bytes += below->bytes();
+            node->below.store(below.get(), std::memory_order_relaxed);  // published with the node
+        }
+        std::lock_guard<std::mutex> guard(publish_lock_);
+        if (SuffixNode* found = find(parent, suffix)) return found;
+        BelowTable* table = parent ? parent->below.load(std::memory_order_relaxed) : nullptr;
+        std::unique_ptr<BelowTable> grown = table && table->full() ? table->grown() : nullptr;
+        if (grown) bytes += grown->bytes();
+        if (by_worker && counters_.worker_bytes() + bytes > max_bytes) return nullptr;
+        counters_.add(by_worker, bytes);
+        if (below) tables_owned_.push_back(std::move(below));
+        SuffixNode* published = owned_.emplace_back(std::move(node)).get();
+        if (parent == nullptr) {
+            roots_[suffix.front()].store(published, std::memory_order_release);
+        } else if (grown) {
+            grown->insert(suffix.back(), published);
+            parent->below.store(grown.get(), std::memory_order_release);
+            tables_owned_.push_back(std::move(grown));
+        } else {
+            table->insert(suffix.back(), published);
+        }
+        return published;
+    }
+
+    // The worker: every state's root suffix, in the frontier's order, and the longer suffixes
+    // of those that split, up to kPrecomputeSuffix states, until all are built or the grammar
+    // is dropped. It never publishes a node that would take its masks past ``max_bytes``, and
+    // stops once its masks and its scratch view together reach it (checked after each node).
+    // Between two states it jumps to where a request last built a node itself.
+    void precompute(size_t max_bytes) {
+        LocalView view;
+        LrFrontier frontier(tables_);
+        while (!worker_.stopping()) {
+            const int32_t hint = hint_.exchange(-1, std::memory_order_relaxed);
+            if (hint >= 0) frontier.jump_to(hint);
+            const int32_t state = frontier.next();
+            if (state < 0 || !precompute_state(state, view, frontier, max_bytes)) return;
+        }
+    }
+
+    // Build the nodes of ``state``'s suffixes the worker covers (breadth-first by length);
+    // false when the worker is to stop.
+    bool precompute_state(int32_t state, LocalView& view, LrFrontier& frontier, size_t max_bytes) {
+        std::deque<std::pair<SuffixNode*, std::vector<int32_t>>> agenda;
+        agenda.push_back({nullptr, {state}});
+        while (!agenda.empty()) {
+            if (worker_.stopping()) return false;
+            auto [parent, suffix] = std::move(agenda.front());
+            agenda.pop_front();
+            SuffixNode* node = find(parent, suffix);
+            if (node == nullptr) {
+                node = publish(parent, suffix, compute(view, suffix), true, max_bytes);
+                if (node == nullptr || counters_.worker_bytes() + view.bytes() > max_bytes) return false;
+            }
+            if (node->mask || suffix.size() >= kPrecomputeSuffix) continue;
+            const int32_t last = suffix.back();
+            std::vector<int32_t> below = frontier.predecessors(last);
+            if (last == 0) below.push_back(kBottom);
+            for (int32_t state_below : below) {
+                std::vector<int32_t> longer = suffix;
+                longer.push_back(state_below);
+                agenda.push_back({node, std::move(longer)});
+            }
+        }
+        return true;
+    }
+
+    // Memoised local-view transitions over a view's interned stacks.
     struct LocalStep {
-        DpdaGrammar& grammar;
+        const LrTables& tables;
+        LocalView& view;
         int32_t operator()(int32_t config, uint8_t byte) {
-            const LrTables& tables = grammar.tables_;
             const size_t atoms = static_cast<size_t>(tables.atoms.count());
             const size_t slot = static_cast<size_t>(config) * atoms + tables.atoms.atom_of_byte[byte];
-            if (grammar.memo_.size() <= slot) grammar.extend_memo();
-            int32_t next = grammar.memo_[slot];
+            if (view.memo.size() <= slot) extend_memo();
+            int32_t next = view.memo[slot];
             if (next == kUnset) {
-                next = lr_step(tables, grammar.local_, config, tables.atoms.atom_of_byte[byte],
-                               grammar.pending_);
-                grammar.memo_[slot] = next;
+                next = lr_step(tables, view.stack, config, tables.atoms.atom_of_byte[byte], view.pending);
+                view.memo[slot] = next;
             }
             return next;
         }
-    };
 
-    // Give every interned configuration without one a memo row. The atoms its top state
-    // rejects are filled in from the ACTION row at once: a first visit would otherwise step
-    // them one by one, each a separate look at that row.
-    void extend_memo() {
-        const size_t atoms = static_cast<size_t>(tables_.atoms.count());
-        size_t config = memo_.size() / atoms;
-        memo_.resize(local_.size() * atoms);
-        for (; config < local_.size(); ++config) {
-            const size_t state = static_cast<size_t>(local_.state(static_cast<int32_t>(config)));
-            const int32_t* actions = tables_.action.data() + state * atoms;
-            int32_t* row = memo_.data() + config * atoms;
-            for (size_t atom = 0; atom < atoms; ++atom) {
-                row[atom] = actions[atom] == kActionError ? kDead : kUnset;
+        // Give every interned configuration without one a memo row. The atoms its top state
+        // rejects are filled in from the ACTION row at once: a first visit would otherwise
+        // step them one by one, each a separate look at that row.
+        void extend_memo() {
+            const size_t atoms = static_cast<size_t>(tables.atoms.count());
+            size_t config = view.memo.size() / atoms;
+            view.memo.resize(view.stack.size() * atoms);
+            for (; config < view.stack.size(); ++config) {
+                const size_t state = static_cast<size_t>(view.stack.state(static_cast<int32_t>(config)));
+                const int32_t* actions = tables.action.data() + state * atoms;
+                int32_t* row = view.memo.data() + config * atoms;
+                for (size_t atom = 0; atom < atoms; ++atom) {
+                    row[atom] = actions[atom] == kActionError ? kDead : kUnset;
+                }
             }
         }
-    }
+    };
 
     // The root's children whose first byte ``state``'s ACTION row does not reject: the only
     // ones a first visit steps.
@@ -245,49 +375,11 @@ class DpdaGrammar final : public CompiledCfg {
         return set;
     }
 
-    // Compute and publish the node of ``suffix`` (top state first; kBottom last if the stack
-    // ends there): a root when ``parent`` is nullptr, else ``parent``'s child for the suffix's
-    // last state.
-    SuffixNode* build(SuffixNode* parent, const std::vector<int32_t>& suffix) {
-        std::lock_guard<std::mutex> guard(lock_);
-        SuffixNode* found = parent ? parent->below.load(std::memory_order_relaxed)->find(suffix.back())
-                                   : roots_[suffix.front()].load(std::memory_order_relaxed);
-        if (found) return found;
-        const bool complete = suffix.back() == kBottom;
-        const size_t states = suffix.size() - (complete ? 1 : 0);
-        std::vector<int32_t> chain(states);  // interned nodes of the suffix, index = depth
-        int32_t base = complete ? kBottom : kUnknownBelow;
-        for (size_t depth = states; depth-- > 0;) chain[depth] = base = local_.push(suffix[depth], base);
-        LocalStep step{*this};
-        auto node = std::make_unique<SuffixNode>();
-        const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
-        const FirstByteCount count = count_first_bytes(*trie_, step, chain[0], first_children(suffix[0]));
-        bool deepen = may_deepen && count.dependent > kDeepenAbove;
-        WalkPlan plan;
-        if (!deepen) {
-            plan = plan_walk(*trie_, step, chain[0], count);
-            deepen = may_deepen && large_walk_needs_context(count, plan);
-        }
-        if (deepen) {
-            open_below(*node);  // hopeless without more context: do not even walk
-        } else {
-            StateMask mask = build_state_mask(*trie_, step, chain[0], count, plan);
-            if (may_deepen && mask.undecided_tokens > kDeepenAbove) {
-                open_below(*node);
-            } else {
-                attach_contexts(mask, chain);
-                node->mask = std::make_unique<StateMask>(std::move(mask));
-            }
-        }
-        owned_.push_back(std::move(node));
-        publish(parent, suffix, owned_.back().get());
-        return owned_.back().get();
-    }
-
     // Undecided entries carry where their local configuration joins the suffix (a depth
     // below the top) and the states it pushed above that point, bottom first: a fill rebuilds
     // it over the real stack without the interned stacks, which other threads may be growing.
-    void attach_contexts(StateMask& mask, const std::vector<int32_t>& chain) {
+    static void attach_contexts(StateMask& mask, const std::vector<int32_t>& chain,
+                                const InternedStack& local) {
         std::unordered_map<int32_t, int32_t> offsets;
         for (StateMask::Undecided& entry : mask.undecided) {
             auto [found, inserted] =
@@ -297,8 +389,8 @@ class DpdaGrammar final : public CompiledCfg {
                 int32_t node = entry.config;
                 auto joined = std::find(chain.begin(), chain.end(), node);
                 while (joined == chain.end()) {
-                    pushed.push_back(local_.state(node));
-                    node = local_.parent(node);
+                    pushed.push_back(local.state(node));
+                    node = local.parent(node);
                     joined = std::find(chain.begin(), chain.end(), node);
                 }
                 mask.contexts.push_back(static_cast<int32_t>(joined - chain.begin()));
@@ -313,18 +405,20 @@ class DpdaGrammar final : public CompiledCfg {
     std::vector<int32_t> atom_width_;
     std::vector<ChildSet> atom_children_;  // the root's children by the atom of their byte
     std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
-    std::mutex lock_;
-    std::vector<std::unique_ptr<SuffixNode>> owned_;
-    std::vector<std::unique_ptr<BelowTable>> tables_owned_;  // every table, replaced ones too
-    InternedStack local_;
-    std::vector<int32_t> memo_;
-    std::vector<int32_t> pending_;
+    std::mutex build_lock_;    // requests' builds, one at a time in ``view_``
+    std::mutex publish_lock_;  // insertions into the suffix tree (held for those only)
+    std::deque<std::unique_ptr<SuffixNode>> owned_;
+    std::deque<std::unique_ptr<BelowTable>> tables_owned_;  // every table, replaced ones too
+    LocalView view_;
+    MaskCounters counters_;
+    std::atomic<int32_t> hint_{-1};  // the top state of a request's latest build
     // The whole stacks of the shared states, under their own lock: a stack costs a node
     // (8 bytes, and its index entry) per entry that no earlier stack shares.
     std::mutex full_lock_;
     InternedStack full_;
     std::vector<int32_t> full_pending_;
     int32_t initial_state_ = 0;
+    BackgroundWorker worker_;        // last: stopped and joined before the rest is destroyed
 };
 
 class DpdaMatcher final : public CfgMatcher {

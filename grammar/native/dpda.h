@@ -53,6 +53,11 @@ class InternedStack {
     int32_t parent(int32_t node) const { return nodes_[node].parent; }
     int32_t push(int32_t state, int32_t parent);
     size_t size() const { return nodes_.size(); }
+    // An upper bound on the memory held: the nodes, and an index of 16-byte slots at least a
+    // quarter full once past its first 128 slots.
+    size_t bytes() const {
+        return nodes_.capacity() * sizeof(StackNode) + 64 * std::max<size_t>(nodes_.size(), 32);
+    }
 
   private:
     std::vector<StackNode> nodes_;

@@ -91,6 +91,10 @@ class EarleyGrammar final : public CompiledCfg {
 
     const char* engine() const override { return "earley"; }
     std::unique_ptr<CfgMatcher> matcher() override;
+    // No worker: every step and mask interns states under the one lock, so a worker building
+    // masks would hold it for whole walks and delay requests.
+    bool start_precompute(size_t) override { return false; }
+    MaskStats mask_stats() const override { return counters_.snapshot(false); }
     bool accepts(const std::string& data) override {
         std::lock_guard<std::mutex> guard(lock_);
         int32_t config = initial_;
@@ -149,8 +153,10 @@ class EarleyGrammar final : public CompiledCfg {
         } local_step{*this};
         const FirstByteCount count = count_first_bytes(*trie_, local_step, view, root_children_);
         const WalkPlan plan = plan_walk(*trie_, local_step, view, count);
-        return masks_.emplace(view, build_state_mask(*trie_, local_step, view, count, plan))
-            .first->second;
+        const StateMask& mask =
+            masks_.emplace(view, build_state_mask(*trie_, local_step, view, count, plan)).first->second;
+        counters_.add(false, mask.bytes());
+        return mask;
     }
 
     // Bytes that keep ``config`` alive (jump-forward), up to two. Caller holds the lock.
@@ -322,6 +328,7 @@ class EarleyGrammar final : public CompiledCfg {
     std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> ids_;
     std::unordered_map<int32_t, int32_t> locals_;
     std::unordered_map<int32_t, StateMask> masks_;
+    MaskCounters counters_;
     std::vector<int32_t> memo_;
     int32_t initial_ = 0;
 };

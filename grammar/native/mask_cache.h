@@ -39,6 +39,12 @@ struct StateMask {
     std::vector<int32_t> contexts;  // what an engine needs to rebuild undecided configs
 
     void write(uint32_t* row, size_t words) const { accepted.write(row, words); }
+    // The memory the mask holds (what a cache's budget counts).
+    size_t bytes() const {
+        return sizeof(StateMask) + accepted.bits.capacity() * sizeof(uint32_t) +
+               accepted.ids.capacity() * sizeof(int32_t) + undecided.capacity() * sizeof(Undecided) +
+               contexts.capacity() * sizeof(int32_t);
+    }
 };
 
 struct FirstByteCount;
