@@ -92,8 +92,11 @@ def timed(loaded: LoadedModel, run: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
-def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, float]]:
-    """Forwards and wall-clock of every method on ``edit``; raises if one is not exact."""
+def measure(
+    loaded: LoadedModel, edit: MultiEditExample, methods: tuple[str, ...] = METHODS
+) -> dict[str, dict[str, float]]:
+    """Forwards and wall-clock of each of ``methods`` on ``edit`` (the multi-file program
+    always); raises if one is not exact."""
     before, after = edit.before_files, edit.after_files
     row: dict[str, dict[str, float]] = {}
     program = oracle_multi(before, after)
@@ -107,7 +110,9 @@ def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, 
         raise RuntimeError(f"{edit.id}: the multi-file program did not give the files after it")
     row["multi-file program"] = {"forwards": result.stats.forwards, "wall_s": wall}
     decoder = Decoder(loaded, max_new_tokens=1 << 20)
-    file_by_file = ("per-file program", "per-file rewrite", "AR")
+    file_by_file = tuple(
+        method for method in ("per-file program", "per-file rewrite", "AR") if method in methods
+    )
     totals = {method: {"forwards": 0.0, "wall_s": 0.0} for method in file_by_file}
     per_file = per_file_programs(before, after)
     for section in per_file.sections:
@@ -117,11 +122,15 @@ def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, 
         assert isinstance(section, EditFile | CreateFile)
         old, new = before.get(path, ""), after[path]
         runs = {
-            "per-file program": partial(
-                decoder.edit, old, edit.instruction, program=Program(section.ops)
-            ),
-            "per-file rewrite": partial(rewrite_forced, loaded, old, edit.instruction, new),
-            "AR": partial(regenerate, loaded, old, edit.instruction, new),
+            method: run
+            for method, run in {
+                "per-file program": partial(
+                    decoder.edit, old, edit.instruction, program=Program(section.ops)
+                ),
+                "per-file rewrite": partial(rewrite_forced, loaded, old, edit.instruction, new),
+                "AR": partial(regenerate, loaded, old, edit.instruction, new),
+            }.items()
+            if method in file_by_file
         }
         for method, run in runs.items():
             outcome, wall = timed(loaded, run)
@@ -130,7 +139,8 @@ def measure(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, dict[str, 
             totals[method]["forwards"] += outcome.stats.forwards
             totals[method]["wall_s"] += wall
     row.update(totals)
-    row["rewrite drafted from all files"] = rewrite_all(loaded, edit)
+    if "rewrite drafted from all files" in methods:
+        row["rewrite drafted from all files"] = rewrite_all(loaded, edit)
     return row
 
 
@@ -168,11 +178,11 @@ def rewrite_all(loaded: LoadedModel, edit: MultiEditExample) -> dict[str, float]
     return {"forwards": forwards, "wall_s": wall}
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(rows: list[dict[str, Any]], methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     """Per method: forwards and wall-clock per edit (median and spread), pooled, and the
     median per-edit ratio to the multi-file program."""
     summary: dict[str, Any] = {}
-    for method in METHODS:
+    for method in methods:
         entry: dict[str, Any] = {}
         for key in ("forwards", "wall_s"):
             values = [row["methods"][method][key] for row in rows]
@@ -200,7 +210,7 @@ def markdown(summary: dict[str, Any], header: str) -> str:
         "| wall per edit, median (IQR) | ÷ multi-file (median edit) |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for method in METHODS:
+    for method in summary:
         forwards, wall = summary[method]["forwards"], summary[method]["wall_s"]
         lines.append(
             f"| {method} | {forwards['median']:.0f} ({forwards['q1']:.0f}–{forwards['q3']:.0f}) "
@@ -223,20 +233,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=6000)
+    parser.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help="comma-separated methods to run (the multi-file program always runs)",
+    )
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
     args = parser.parse_args(argv)
+    methods = (METHODS[0], *(m for m in METHODS[1:] if m in args.methods.split(",")))
+    unknown = set(args.methods.split(",")) - set(METHODS)
+    if unknown:
+        parser.error(f"unknown methods: {', '.join(sorted(unknown))}")
     loaded = pick_model(args.model, args.device, args.dtype)
     edits = choose_edits(args.corpus, loaded, args.limit, args.max_tokens)
     if not edits:
         print("error: no commit of the corpus moves code within --max-tokens", file=sys.stderr)
         return 1
-    measure(loaded, edits[0])  # warm up: token indexes, tokenizer and kernels
+    measure(loaded, edits[0], methods)  # warm up: token indexes, tokenizer and kernels
     rows = []
     for done, edit in enumerate(edits, 1):
-        rows.append({"id": edit.id, "files": len(edit.files), "methods": measure(loaded, edit)})
+        row = measure(loaded, edit, methods)
+        rows.append({"id": edit.id, "files": len(edit.files), "methods": row})
         print(f"{done}/{len(edits)} {edit.id}", file=sys.stderr, flush=True)
-    summary = summarize(rows)
+    summary = summarize(rows, methods)
     header = (
         f"{len(rows)} commits moving code ({args.corpus.name}), {args.model}, {args.dtype}, "
         f"{machine()}; every method forced to the files after the commit"

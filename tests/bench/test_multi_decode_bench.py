@@ -43,3 +43,16 @@ def test_one_program_for_every_file_takes_fewer_forwards(tmp_path: Path) -> None
         assert forwards["multi-file program"] < forwards["per-file program"] < forwards["AR"]
     assert result["summary"]["per-file program"]["forwards"]["over_multi"] > 1
     assert all(method in table.read_text() for method in METHODS)
+
+
+def test_a_subset_of_methods_runs_only_those(tmp_path: Path) -> None:
+    corpus = tmp_path / "moves.jsonl"
+    write_jsonl(corpus, [move(3)])
+    model = make_tiny_model(tmp_path / "model", "qwen2")
+    out = tmp_path / "result.json"
+    args = [str(corpus), "--model", str(model), "--methods", "per-file program"]
+    assert main([*args, "--out-json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert set(row["methods"]) == {"multi-file program", "per-file program"}
+    multi, per_file = (row["methods"][m]["forwards"] for m in row["methods"])
+    assert multi < per_file
