@@ -42,6 +42,7 @@ from cad.resolver import (
     CreateFile,
     DeleteFile,
     EditFile,
+    Gen,
     Program,
     Workspace,
     apply_changes,
@@ -53,6 +54,9 @@ from cad.selector.multi_rewrite import rewrite_files
 from cad.selector.rewrite import rewrite_forced
 from cad.training.datasets import MultiEditExample, load_examples
 
+CONTEXT_MARGIN = 1024
+"""Context tokens kept free beside the prompt, copies and generated text (instruction, file
+headers, program tags, draft tree)."""
 METHODS = (
     "multi-file program",
     "per-file program",
@@ -65,7 +69,9 @@ METHODS = (
 def choose_edits(
     corpus: Path, loaded: LoadedModel, limit: int, max_tokens: int
 ) -> list[MultiEditExample]:
-    """The first ``limit`` commits (by id) that move code and fit ``max_tokens``."""
+    """The first ``limit`` commits (by id) that move code, whose files before the edit hold
+    at most ``max_tokens`` tokens, and whose decode fits the model's context: the prompt
+    (every file, numbered), a copy of every file and what the program generates."""
     chosen = []
     edits = sorted(
         (e for e in load_examples(corpus) if isinstance(e, MultiEditExample)), key=lambda e: e.id
@@ -76,7 +82,15 @@ def choose_edits(
         if not before or tokens > max_tokens:
             continue
         program = oracle_multi(before, edit.after_files)
-        if moved_lines(program, Workspace(before), edit.after_files) >= MOVE_LINES:
+        generated = sum(
+            len(loaded.tokenizer.encode(op.text))
+            for section in program.sections
+            if not isinstance(section, DeleteFile)
+            for op in section.ops
+            if isinstance(op, Gen)
+        )
+        fits = 3 * tokens + generated + CONTEXT_MARGIN <= loaded.context_length
+        if fits and moved_lines(program, Workspace(before), edit.after_files) >= MOVE_LINES:
             chosen.append(edit)
         if len(chosen) == limit:
             break
@@ -106,8 +120,11 @@ def measure(
             before, edit.instruction, program=program
         ),
     )
-    if apply_changes(before, result.changes) != after:
-        raise RuntimeError(f"{edit.id}: the multi-file program did not give the files after it")
+    if result.stats.truncated or apply_changes(before, result.changes) != after:
+        reason = (
+            "ran out of context" if result.stats.truncated else "did not give the files after it"
+        )
+        raise RuntimeError(f"{edit.id}: the multi-file program {reason}")
     row["multi-file program"] = {"forwards": result.stats.forwards, "wall_s": wall}
     decoder = Decoder(loaded, max_new_tokens=1 << 20)
     file_by_file = tuple(

@@ -319,6 +319,12 @@ def decode_files(
     except Cancelled as exc:
         raise UserError(str(exc)) from None
     if result.stats.truncated:
+        if result.stats.generated_tokens < options.max_new_tokens:
+            raise UserError(
+                f"the model's context of {loaded.context_length:,} tokens ran out after "
+                f"{result.stats.generated_tokens:,} tokens of the program; nothing was written "
+                "(give fewer or smaller files, or use a longer-context model)"
+            )
         raise UserError(
             f"the model spent its budget of {options.max_new_tokens:,} tokens before ending the "
             "program; nothing was written (raise --max-new-tokens)"
