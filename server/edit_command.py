@@ -567,6 +567,15 @@ def deliver(
     if delivery.stats_json is not None:
         write_atomic(delivery.stats_json, json.dumps(stats, indent=2) + "\n")
     if outcome.truncated:
+        written = int(stats.get("generated_tokens", 0))
+        if run is Run.rewrite:
+            written += int(stats.get("copied_tokens", 0))
+        if written < options.max_new_tokens:
+            raise UserError(
+                f"the edit ran out of the model's context after {plural(written, 'token')}; "
+                "nothing was written (edit a smaller part of the file, e.g. with --lines in "
+                "rewrite mode, or use a longer-context model)"
+            )
         raise UserError(
             f"the model used its whole budget of {plural(options.max_new_tokens, 'token')} "
             "without finishing; nothing was written (raise --max-new-tokens or narrow the "

@@ -122,6 +122,30 @@ def test_baselines_regenerate_the_target_exactly(workspace, model_dir, baseline:
     assert result.stdout == AFTER.encode()
 
 
+@pytest.mark.parametrize(
+    ("run", "stats", "message"),
+    [
+        ("program", {"generated_tokens": 40}, "ran out of the model's context after 40 tokens"),
+        ("rewrite", {"generated_tokens": 5, "copied_tokens": 60}, "context after 65 tokens"),
+        ("program", {"generated_tokens": 100}, "used its whole budget of 100 tokens"),
+    ],
+)
+def test_a_truncated_edit_says_whether_the_budget_or_the_context_ran_out(
+    tmp_path, run: str, stats: dict, message: str
+) -> None:
+    from cad.server.edit_command import Delivery, deliver
+    from cad.server.edit_pipeline import EditOptions, EditOutcome, Run
+
+    target = tmp_path / "mean.py"
+    target.write_bytes(BEFORE.encode())
+    options = EditOptions(file=target, instr="x", max_new_tokens=100)
+    outcome = EditOutcome("partial", None, {**stats, "truncated": True})
+    delivery = Delivery(True, False, False, False, None, None, True)
+    with pytest.raises(UserError, match=message):
+        deliver(options, Run(run), BEFORE, outcome, delivery, "this process")
+    assert target.read_bytes() == BEFORE.encode()
+
+
 def test_model_decoding_never_writes_a_truncated_edit(workspace, model_dir) -> None:
     result = cad(
         "edit",
