@@ -177,6 +177,48 @@ class ProgramDecoding:
             )
         return min(self.max_new_tokens, context - needed + 16)
 
+    def run(
+        self,
+        tape: Any,
+        pending: list[int],
+        fill: Callable[[list[int], DraftTree], None],
+        choose: Choice,
+        limit: int,
+        clock: PhaseClock,
+        on_progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        """The loop of both decoders, from the prompt (``pending``, with what the tape forces
+        after it) to the end of the program: ``fill`` puts the known tokens and their drafts
+        into the tree, ONE forward verifies it, the tape accepts along it as the model
+        chooses, and the cache keeps the accepted path."""
+        cache = kv.new_cache(self.loaded.model)
+        layout, tree = TreeLayout(), DraftTree()
+        clock.setup()
+        prefill = True
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("edit cancelled")
+            fill(pending, tree)
+            clock.host("draft")
+            past = kv.cache_length(cache)
+            logits = verify_draft(
+                self.loaded, cache, tree, len(pending), layout, clock, prefill=prefill
+            )
+            tape.stats.forwards += not prefill
+            tape.stats.drafted_tokens += len(tree) - len(pending)
+            path, pending = accept(tape, tree, logits, choose, len(pending), limit)
+            clock.host("accept")
+            keep_path(self.loaded.model, cache, past, tree, path, self.loaded.device)
+            clock.forward(prefill=prefill)
+            prefill = False
+            if on_progress is not None:
+                on_progress(tape.progress())
+            clock.host("bookkeeping")
+            clock.next_forward()
+            if tape.finished:
+                return
+
 
 class Decoder(ProgramDecoding):
     """Decodes edit programs with one loaded model; reusable across documents.
@@ -188,26 +230,15 @@ class Decoder(ProgramDecoding):
     calibrated program prior; ``draft_budget`` overrides the budget, 0 decodes one
     model-decided token per forward."""
 
-    def __init__(
-        self,
-        loaded: LoadedModel,
-        *,
-        max_new_tokens: int = 2048,
-        subline: bool = False,
-        sampling: Sampling | None = None,
-        config: DraftConfig | None = None,
-        draft_budget: int | None = None,
-    ) -> None:
-        super().__init__(
-            loaded,
-            max_new_tokens=max_new_tokens,
-            subline=subline,
-            sampling=sampling,
-            config=config,
-            draft_budget=draft_budget,
-        )
-        self.prior = self.config.program
-        self.literals = literal_tokens(self.index)
+    @property
+    def prior(self) -> ProgramPrior:
+        """The calibrated program prior the drafts are priced with."""
+        return self.config.program
+
+    @property
+    def literals(self) -> dict[bytes, list[int]]:
+        """The forced literals' tokens of this tokenizer, kept across decodes."""
+        return literal_tokens(self.index)
 
     def check_context(self, prompt_tokens: int, document_tokens: int) -> int:
         """Raise if the prompt, a copy of the document (``document_tokens`` long) and a draft
@@ -273,33 +304,12 @@ class Decoder(ProgramDecoding):
         chooser = TokenChooser.for_model(self.loaded, self.sampling)
         batched = batched_reads(self.loaded.device)
         choose = Choice(chooser, target, batched=batched, walk=walk_ahead, clock=clock)
-        cache = kv.new_cache(self.loaded.model)
-        layout, tree = TreeLayout(), DraftTree()
         pending = prompt + tape.take_forced()
-        clock.setup()
-        prefill = True
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("edit cancelled")
-            draft(tape, drafter, pending, self.budget, tree)
-            clock.host("draft")
-            past = kv.cache_length(cache)
-            logits = verify_draft(
-                self.loaded, cache, tree, len(pending), layout, clock, prefill=prefill
-            )
-            tape.stats.forwards += not prefill
-            tape.stats.drafted_tokens += len(tree) - len(pending)
-            path, pending = accept(tape, tree, logits, choose, len(pending), limit)
-            clock.host("accept")
-            keep_path(self.loaded.model, cache, past, tree, path, self.loaded.device)
-            clock.forward(prefill=prefill)
-            prefill = False
-            if on_progress is not None:
-                on_progress(tape.progress())
-            clock.host("bookkeeping")
-            clock.next_forward()
-            if tape.finished:
-                break
+
+        def fill(known: list[int], tree: DraftTree) -> None:
+            draft(tape, drafter, known, self.budget, tree)
+
+        self.run(tape, pending, fill, choose, limit, clock, on_progress, cancel)
         resolved = tape.resolver
         tape.stats.wall_s = time.perf_counter() - start
         return DecodeResult(resolved.program, resolved.text, tape.stats)

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 from cad.grammar._native import DraftTree
 from cad.resolver import MultiProgram, Workspace, format_multi, resolve_multi
-from cad.selector import kv
-from cad.selector.decoder import ProgramDecoding, accept, walk_ahead
-from cad.selector.errors import Cancelled
+from cad.selector.decoder import ProgramDecoding, walk_ahead
 from cad.selector.multi_drafting import MultiDrafter
 from cad.selector.multi_tape import MultiProgramTape
 from cad.selector.prompt import multi_program_prompt
@@ -30,11 +28,9 @@ from cad.selector.speculation import (
     MAX_CHAIN_WITH_DRAFTS,
     Choice,
     ProgressCallback,
-    verify_draft,
 )
 from cad.selector.stats import DecodeStats
 from cad.selector.timing import PhaseClock
-from cad.selector.tree_verify import TreeLayout, keep_path
 
 __all__ = ["MultiDecodeResult", "MultiDecoder"]
 
@@ -109,34 +105,13 @@ class MultiDecoder(ProgramDecoding):
         chooser = TokenChooser.for_model(self.loaded, self.sampling)
         batched = batched_reads(self.loaded.device)
         choose = Choice(chooser, target, batched=batched, walk=walk_ahead, clock=clock)
-        cache = kv.new_cache(self.loaded.model)
-        layout, tree = TreeLayout(), DraftTree()
         pending = prompt + tape.take_forced()
-        clock.setup()
-        prefill = True
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("edit cancelled")
-            budget = self.budget if len(pending) <= MAX_CHAIN_WITH_DRAFTS else 0
-            drafter.draft(tape, pending, budget, tree)
-            clock.host("draft")
-            past = kv.cache_length(cache)
-            logits = verify_draft(
-                self.loaded, cache, tree, len(pending), layout, clock, prefill=prefill
-            )
-            tape.stats.forwards += not prefill
-            tape.stats.drafted_tokens += len(tree) - len(pending)
-            path, pending = accept(tape, tree, logits, choose, len(pending), limit)
-            clock.host("accept")
-            keep_path(self.loaded.model, cache, past, tree, path, self.loaded.device)
-            clock.forward(prefill=prefill)
-            prefill = False
-            if on_progress is not None:
-                on_progress(tape.progress())
-            clock.host("bookkeeping")
-            clock.next_forward()
-            if tape.finished:
-                break
+
+        def fill(known: list[int], tree: DraftTree) -> None:
+            budget = self.budget if len(known) <= MAX_CHAIN_WITH_DRAFTS else 0
+            drafter.draft(tape, known, budget, tree)
+
+        self.run(tape, pending, fill, choose, limit, clock, on_progress, cancel)
         changes = tape.changes()
         tape.stats.wall_s = time.perf_counter() - start
         return MultiDecodeResult(tape.program, changes, tape.stats)

@@ -70,7 +70,6 @@ class MultiProgramTape(TapeRecord):
         self.resolver = IncrementalMultiResolver(workspace)
         self._records = 0
         self._bare = False
-        self._literals: dict[bytes, list[int]] = {}
 
     def mark(self) -> MultiTapeMark:
         """A point to come back to with :meth:`undo`."""
@@ -137,27 +136,6 @@ class MultiProgramTape(TapeRecord):
                 self.stats.lines_copied += count_lines(text)
         self._record(echo, decided=False)
         return echo
-
-    def take_forced(self) -> list[int]:
-        """Forced literals and copy echoes up to the next point where the model must choose."""
-        out: list[int] = []
-        while True:
-            out.extend(self._take_completed())
-            if self.finished:
-                return out
-            forced = self.matcher.forced_bytes()
-            if not forced:
-                return out
-            ids = self._literals.get(forced)
-            if ids is None:
-                ids = self._literals[forced] = self.encode(forced.decode("utf-8"))
-            for token in ids:
-                if not self.matcher.accept_token(token):
-                    raise RuntimeError(f"forced token {token} rejected by the program FSM")
-                self._steps += 1
-            self.stats.forced_tokens += len(ids)
-            self._record(ids, decided=False)
-            out.extend(ids)
 
     def op_prefix(self) -> bytes:
         """The text of the op or tag in progress so far, from its ``<`` (the line breaks

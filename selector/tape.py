@@ -81,6 +81,16 @@ class TapeMark:
     stats: DecodeStats
 
 
+def progress_of(stats: DecodeStats) -> Progress:
+    """The progress snapshot of a decode's ``stats``."""
+    return Progress(
+        ops=stats.ops,
+        lines_copied=stats.lines_copied,
+        lines_generated=stats.lines_generated,
+        tokens_generated=stats.generated_tokens,
+    )
+
+
 class TapeRecord:
     """What the Python tapes share over a program matcher (``self.matcher``): the record of
     appended tokens (``tokens[i]`` went into the cache after the prompt, ``decided[i]``
@@ -90,6 +100,7 @@ class TapeRecord:
 
     matcher: Any
     index: ProgramTokenIndex
+    encode: Callable[[str], list[int]]
 
     def __init__(self, vocab_size: int) -> None:
         self.stats = DecodeStats(mode="program")
@@ -98,9 +109,32 @@ class TapeRecord:
         self.op_start = 0
         self._steps = 0
         self._mask = allocate_token_bitmask(1, vocab_size)
+        self._literals: dict[bytes, list[int]] = {}
 
     def _take_completed(self) -> list[int]:
         raise NotImplementedError
+
+    def take_forced(self) -> list[int]:
+        """Forced literals and copy echoes up to the next point where the model must choose
+        (a forced literal's tokens are looked up once per tape)."""
+        out: list[int] = []
+        while True:
+            out.extend(self._take_completed())
+            if self.finished:
+                return out
+            forced = self.matcher.forced_bytes()
+            if not forced:
+                return out
+            ids = self._literals.get(forced)
+            if ids is None:
+                ids = self._literals[forced] = self.encode(forced.decode("utf-8"))
+            for token in ids:
+                if not self.matcher.accept_token(token):
+                    raise RuntimeError(f"forced token {token} rejected by the program FSM")
+                self._steps += 1
+            self.stats.forced_tokens += len(ids)
+            self._record(ids, decided=False)
+            out.extend(ids)
 
     def _record(self, ids: list[int], decided: bool) -> None:
         self.tokens.extend(ids)
@@ -148,12 +182,7 @@ class TapeRecord:
 
     def progress(self) -> Progress:
         """A snapshot for the caller's progress display."""
-        return Progress(
-            ops=self.stats.ops,
-            lines_copied=self.stats.lines_copied,
-            lines_generated=self.stats.lines_generated,
-            tokens_generated=self.stats.generated_tokens,
-        )
+        return progress_of(self.stats)
 
 
 class ProgramTape(TapeRecord):
@@ -221,23 +250,6 @@ class ProgramTape(TapeRecord):
         self.stats.ops = len(self.resolver.ops)
         self._record(echo, decided=False)
         return echo
-
-    def take_forced(self) -> list[int]:
-        """Forced literals and copy echoes up to the next point where the model must choose."""
-        out: list[int] = []
-        while True:
-            out.extend(self._take_completed())
-            forced = self.matcher.forced_bytes()
-            if not forced:
-                return out
-            ids = self.encode(forced.decode("utf-8"))
-            for token in ids:
-                if not self.matcher.accept_token(token):
-                    raise RuntimeError(f"forced token {token} rejected by the program FSM")
-                self._steps += 1
-            self.stats.forced_tokens += len(ids)
-            self._record(ids, decided=False)
-            out.extend(ids)
 
     def op_prefix(self) -> bytes:
         """The text of the op in progress so far, from its ``<``."""
@@ -367,12 +379,7 @@ class NativeTape:
 
     def progress(self) -> Progress:
         """A snapshot for the caller's progress display."""
-        return Progress(
-            ops=self.stats.ops,
-            lines_copied=self.stats.lines_copied,
-            lines_generated=self.stats.lines_generated,
-            tokens_generated=self.stats.generated_tokens,
-        )
+        return progress_of(self.stats)
 
     def accept(
         self,
