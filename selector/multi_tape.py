@@ -29,7 +29,7 @@ from cad.resolver import (
     format_multi,
 )
 from cad.selector.stats import DecodeStats
-from cad.selector.tape import TapeRecord, count_lines
+from cad.selector.tape import TapeRecord
 
 __all__ = ["MultiProgramTape", "MultiTapeMark", "follow_multi_program"]
 
@@ -127,13 +127,7 @@ class MultiProgramTape(TapeRecord):
             if text is None:
                 continue
             self.stats.ops += 1
-            if record[0] == "gen":
-                self.stats.lines_generated += count_lines(text)
-            else:
-                ids = self.encode(text)
-                echo.extend(ids)
-                self.stats.copied_tokens += len(ids)
-                self.stats.lines_copied += count_lines(text)
+            echo.extend(self._count_op(text, generated=record[0] == "gen"))
         self._record(echo, decided=False)
         return echo
 

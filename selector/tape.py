@@ -114,6 +114,17 @@ class TapeRecord:
     def _take_completed(self) -> list[int]:
         raise NotImplementedError
 
+    def _count_op(self, text: str, *, generated: bool) -> list[int]:
+        """Count a completed op's ``text`` in the stats; a copy's text becomes its echo
+        tokens (returned), a gen's is already on the tape."""
+        if generated:
+            self.stats.lines_generated += count_lines(text)
+            return []
+        ids = self.encode(text)
+        self.stats.copied_tokens += len(ids)
+        self.stats.lines_copied += count_lines(text)
+        return ids
+
     def take_forced(self) -> list[int]:
         """Forced literals and copy echoes up to the next point where the model must choose
         (a forced literal's tokens are looked up once per tape)."""
@@ -239,14 +250,7 @@ class ProgramTape(TapeRecord):
         if completed:
             self.op_start = len(self.matcher.text)
         for op in completed:
-            text = self.resolver.push(op)
-            if isinstance(op, Gen):
-                self.stats.lines_generated += count_lines(text)
-            else:
-                ids = self.encode(text)
-                echo.extend(ids)
-                self.stats.copied_tokens += len(ids)
-                self.stats.lines_copied += count_lines(text)
+            echo.extend(self._count_op(self.resolver.push(op), generated=isinstance(op, Gen)))
         self.stats.ops = len(self.resolver.ops)
         self._record(echo, decided=False)
         return echo
