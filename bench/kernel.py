@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -91,21 +93,32 @@ def _caches(loaded: LoadedModel, names: tuple[str, ...]) -> dict[str, Any]:
 
 def forwards(
     loaded: LoadedModel, names: tuple[str, ...], prefix: int, spans: list[int], trials: int
-) -> tuple[list[dict], dict[str, float]]:
-    """Per span length: one forward and N steps for every runtime, interleaved; and the
-    seconds each runtime's first pass took (compilation, for the compiled one)."""
+) -> tuple[list[dict], dict[str, float], dict[str, str]]:
+    """Per span length: one forward and N steps for every runtime, interleaved; the seconds
+    each runtime's first pass took (compilation, for the compiled one); and the runtimes
+    whose first pass raised, with the error (they are left out of the rows, the others are
+    still measured)."""
     generator = torch.Generator().manual_seed(0)
     vocab = min(loaded.vocab_size, 100_000)
     tokens = torch.randint(0, vocab, (prefix + max(spans),), generator=generator).tolist()
     caches = _caches(loaded, names)
     first: dict[str, float] = {}
+    failed: dict[str, str] = {}
     for name, cache in caches.items():
         began = time.perf_counter()
-        kv.prefill(loaded.model, cache, tokens[:prefix], loaded.device)
-        for n in sorted({1, *spans}):
-            time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
-            time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
+        try:
+            kv.prefill(loaded.model, cache, tokens[:prefix], loaded.device)
+            for n in sorted({1, *spans}):
+                time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
+                time_copy(loaded, cache, prefix, tokens[prefix : prefix + n])
+        except Exception as exc:  # one runtime failing must not hide the others
+            traceback.print_exc()
+            failed[name] = f"{type(exc).__name__}: {exc}"[:500]
+            print(f"{name}: failed ({failed[name]}); measuring the others", flush=True)
+            continue
         first[name] = time.perf_counter() - began
+    caches = {name: cache for name, cache in caches.items() if name not in failed}
+    names = tuple(caches)
     rows = []
     for n in spans:
         span = tokens[prefix : prefix + n]
@@ -133,7 +146,7 @@ def forwards(
             for name in names
         )
         print(f"N={n:4d} {shown}", flush=True)
-    return rows, first
+    return rows, first, failed
 
 
 def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> dict[str, dict]:
@@ -239,12 +252,15 @@ def run(
     compile: bool,
     edits: int,
     runtimes: tuple[str, ...] | None = None,
+    save: Callable[[dict], None] = lambda result: None,
 ) -> dict:
     """Every measurement of one configuration (``runtimes`` default:
-    :func:`default_runtimes`)."""
+    :func:`default_runtimes`), handed to ``save`` after each stage so a run cut short keeps
+    what it measured."""
     loaded = pick_model(model, device, dtype, graphs=False)
     names = runtimes or default_runtimes(loaded.device, compile)
-    rows, first = forwards(loaded, names, prefix, spans, trials)
+    rows, first, failed = forwards(loaded, names, prefix, spans, trials)
+    names = tuple(name for name in names if name not in failed)
     result: dict[str, Any] = {
         "model": loaded.name,
         "dtype": str(loaded.dtype).removeprefix("torch."),
@@ -253,14 +269,18 @@ def run(
         "trials": trials,
         "runtimes": list(names),
         "first_pass_s": first,
+        "failed": failed,
         "rows": rows,
         "vocab": loaded.vocab_size,
     }
+    save(result)
     if len(names) > 1:
         result["choice_s"] = token_choice(loaded, names, max(trials, 20))
         result["projection_s"] = vocabulary_projection(loaded, max(trials, 20))
+        save(result)
         if edits:
             result["decodes"] = decodes(loaded, names, edits, trials)
+            save(result)
     return result
 
 
@@ -313,6 +333,8 @@ def markdown(result: dict) -> str:
         )
     first = ", ".join(f"{name} {result['first_pass_s'][name]:.1f} s" for name in names)
     lines += ["", f"First pass over every shape (capture and compilation included): {first}."]
+    for name, error in result.get("failed", {}).items():
+        lines += ["", f"Runtime {name} failed and is not measured: {error}"]
     if "choice_s" in result:
         choice = result["choice_s"]
         lines += [
@@ -396,6 +418,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.clock == "cpu":
         torch.set_num_threads(1)
     spans = [int(s) for s in args.spans.split(",")]
+
+    def save(result: dict) -> None:
+        if args.out_json:
+            args.out_json.write_text(json.dumps({**result, "clock": args.clock}, indent=2) + "\n")
+
     result = run(
         args.model,
         args.device,
@@ -406,10 +433,10 @@ def main(argv: list[str] | None = None) -> dict:
         args.compile,
         args.edits,
         tuple(name for name in args.runtimes.split(",") if name) or None,
+        save,
     )
     result["clock"] = args.clock
-    if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
+    save(result)
     table = markdown(result)
     if args.out_md:
         args.out_md.write_text(table)
@@ -418,4 +445,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main().get("failed") else 0)

@@ -5,24 +5,28 @@
 #
 #     bench/gpu/run.sh              # everything
 #     bench/gpu/run.sh --dry-run    # install and build, then stop before the first CUDA call
+#     GPU_CHECK_STEPS=tests,kernel bench/gpu/run.sh    # only these measuring steps
 #
 # It installs the wheels carried in .whl/ (filled by bench/gpu/fetch_wheels.sh) that the
 # machine lacks, installs the project editable and builds its native core, checks the GPU
 # (one line; without one it stops there with one error line), runs the gpu-marked tests, the
 # kernel benchmark (Qwen2.5-1.5B shape at random init, bf16: eager, static, CUDA graphs and
-# compiled), the start-up measurement (graphs and --compile, cold and warm) and the rewrite
-# benchmark (graphs, --compile, eager), the 7B kernel benchmark if time is left, and a
+# compiled), the start-up measurement (graphs and --compile, cold and warm), the 7B kernel
+# benchmark and the rewrite benchmark (graphs, --compile, eager) as time allows, and a
 # summary against the targets. Results go to $OUT, or bench/results/ when OUT is unset:
 # gpu-summary.{md,json}, gpu-steps.tsv, gpu-check.json, gpu-tests.xml,
 # gpu-kernel-{1.5b,7b}.{json,md}, gpu-startup.{json,md}, gpu-rewrite-*.{json,md}, and every
-# step's output in gpu-check.log. A step that would overrun the time left is cut short or
-# skipped, and the summary says so.
+# step's output in gpu-check.log (the end of a failed step's output is also printed). A step
+# that would overrun the time left is cut short or skipped, and the summary says so.
+# GPU_CHECK_STEPS picks measuring steps from tests, kernel, startup, rewrite and kernel-7b
+# (default: all), so a short device lease can run the check in parts.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 PYTHON="${PYTHON:-python3}"
 RESULTS="${OUT:-bench/results}"
 BUDGET="${GPU_CHECK_SECONDS:-465}"
+STEPS_WANTED=",${GPU_CHECK_STEPS:-tests,kernel,startup,rewrite,kernel-7b},"
 MODEL=qwen2.5-1.5b
 DRY_RUN=0
 case "${1:-}" in
@@ -55,10 +59,12 @@ run_step() {
     return 0
   fi
   [ "$limit" -gt "$remaining" ] && limit=$remaining
-  local began=$SECONDS status word
+  local began=$SECONDS status word output
+  output="$(mktemp "${TMPDIR:-/tmp}/cad-gpu-step.XXXXXX")"
   echo "== $name: $*" >>"$LOG"
-  timeout --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
+  timeout --kill-after=10 "$limit" "$@" >"$output" 2>&1
   status=$?
+  cat "$output" >>"$LOG"
   case $status in
     0) word=ok ;;
     124 | 137) word="cut at ${limit}s" ;;
@@ -66,8 +72,17 @@ run_step() {
   esac
   printf '%s\t%s\t%s\n' "$name" "$word" "$((SECONDS - began))" >>"$STEPS"
   echo "$name: $word in $((SECONDS - began))s"
-  [ "$status" -eq 0 ] || FAILED=1
+  if [ "$status" -ne 0 ]; then
+    FAILED=1
+    tail -n 25 "$output" | sed 's/^/    /'
+  fi
+  rm -f "$output"
   return "$status"
+}
+
+# wanted NAME: whether GPU_CHECK_STEPS asks for the measuring step NAME.
+wanted() {
+  [[ "$STEPS_WANTED" == *",$1,"* ]]
 }
 
 # stop MESSAGE: the one line a fatal step ends the check with.
@@ -95,29 +110,31 @@ if ! "$PYTHON" -m bench.gpu.check --out-json "$RESULTS/gpu-check.json" 2>>"$LOG"
 fi
 printf 'check\tok\t0\n' >>"$STEPS"
 
-run_step gpu-tests 150 30 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider tests/selector \
-  --junitxml="$RESULTS/gpu-tests.xml"
-run_step kernel-1.5b 220 60 "$PYTHON" -m bench.kernel --model "$MODEL" --device cuda \
-  --dtype bfloat16 --prefix 1024 --spans 8,32,128 --trials 5 \
+wanted tests && run_step gpu-tests 120 30 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
+  tests/selector --junitxml="$RESULTS/gpu-tests.xml"
+wanted kernel && run_step kernel-1.5b 220 60 "$PYTHON" -m bench.kernel --model "$MODEL" \
+  --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32,128 --trials 3 \
   --runtimes eager,static,graphs,compiled --edits 2 \
   --out-json "$RESULTS/gpu-kernel-1.5b.json" --out-md "$RESULTS/gpu-kernel-1.5b.md"
-run_step startup 150 60 "$PYTHON" -m bench.gpu.startup --model "$MODEL" --dtype bfloat16 \
-  --out-json "$RESULTS/gpu-startup.json" --out-md "$RESULTS/gpu-startup.md"
-for runtime in graphs compile eager; do
-  case $runtime in
-    graphs) options=(--limit 3) ;;
-    compile) options=(--limit 3 --compile) ;;
-    eager) options=(--limit 1 --no-graphs) ;;
-  esac
-  run_step "rewrite-$runtime" 60 30 "$PYTHON" -m bench.rewrite --model "$MODEL" --device cuda \
-    --dtype bfloat16 --corpus heval-python --split test "${options[@]}" \
-    --out-json "$RESULTS/gpu-rewrite-$runtime.json" --out-md "$RESULTS/gpu-rewrite-$runtime.md"
-done
-run_step kernel-7b 100 70 "$PYTHON" -m bench.kernel --model qwen2.5-7b --device cuda \
-  --dtype bfloat16 --prefix 1024 --spans 8,32 --trials 3 --runtimes eager,graphs \
+wanted startup && run_step startup 150 60 "$PYTHON" -m bench.gpu.startup --model "$MODEL" \
+  --dtype bfloat16 --out-json "$RESULTS/gpu-startup.json" --out-md "$RESULTS/gpu-startup.md"
+wanted kernel-7b && run_step kernel-7b 100 70 "$PYTHON" -m bench.kernel --model qwen2.5-7b \
+  --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32 --trials 3 --runtimes eager,graphs \
   --out-json "$RESULTS/gpu-kernel-7b.json" --out-md "$RESULTS/gpu-kernel-7b.md"
-
+if wanted rewrite; then
+  for runtime in graphs compile eager; do
+    case $runtime in
+      graphs) options=(--limit 3) ;;
+      compile) options=(--limit 3 --compile) ;;
+      eager) options=(--limit 1 --no-graphs) ;;
+    esac
+    run_step "rewrite-$runtime" 60 30 "$PYTHON" -m bench.rewrite --model "$MODEL" \
+      --device cuda --dtype bfloat16 --corpus heval-python --split test "${options[@]}" \
+      --out-json "$RESULTS/gpu-rewrite-$runtime.json" --out-md "$RESULTS/gpu-rewrite-$runtime.md"
+  done
+fi
 "$PYTHON" -m bench.gpu.report "$RESULTS" >>"$LOG" 2>&1 || FAILED=1
 rm -rf "$CACHES"
+cat "$RESULTS/gpu-summary.md" 2>/dev/null
 echo "summary: $RESULTS/gpu-summary.md ($((SECONDS))s)"
 exit "$FAILED"
