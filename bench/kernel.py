@@ -151,15 +151,22 @@ def forwards(
 
 def token_choice(loaded: LoadedModel, names: tuple[str, ...], trials: int) -> dict[str, dict]:
     """Seconds to choose the greedy token under a bitmask allowing every other token:
-    eager tensor operations vs one compiled kernel, interleaved."""
+    eager tensor operations, one CUDA graph (on a GPU) and one compiled kernel, for the
+    runtimes in ``names``, interleaved."""
     vocab = loaded.vocab_size
     bitmask = allocate_token_bitmask(1, vocab)
     bitmask.fill_(0x55555555)
     logits = torch.randn(vocab, generator=torch.Generator().manual_seed(1)).to(loaded.device)
-    backends = {"eager": None, "compiled": "inductor"}
+    options = {
+        "eager": {},
+        "graphs": {"graphs": True},
+        "compiled": {"backend": "inductor"},
+    }
+    if loaded.device.type != "cuda":
+        del options["graphs"]
     choosers = {
-        name: TokenChooser(vocab, loaded.device, Sampling(), backend=backend)
-        for name, backend in backends.items()
+        name: TokenChooser(vocab, loaded.device, Sampling(), **option)
+        for name, option in options.items()
         if name in names
     }
     times: dict[str, list[float]] = {name: [] for name in choosers}

@@ -22,11 +22,31 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 
 Body = Callable[[torch.Tensor], Any]
+T = TypeVar("T")
+
+
+def record(
+    graph: torch.cuda.CUDAGraph,
+    stream: torch.cuda.Stream,
+    run: Callable[[], T],
+    pool: Any = None,
+) -> T:
+    """Record what ``run`` launches on ``stream`` into ``graph`` (nothing runs) and return
+    its result, whose tensors the graph writes at every replay. Unlike ``torch.cuda.graph``
+    it neither empties PyTorch's device and pinned-memory caches nor collects garbage first:
+    the forwards are captured lazily, in the middle of an edit, where emptying the caches
+    would make the allocations after every capture slow again."""
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool, capture_error_mode="thread_local")
+        try:
+            return run()
+        finally:
+            graph.capture_end()
 
 
 class GraphRunner(Protocol):
@@ -88,10 +108,7 @@ class CudaGraphs:
             with torch.cuda.stream(self.stream):
                 result = body(inputs)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(
-                graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"
-            ):
-                output = body(inputs)
+            output = record(graph, self.stream, lambda: body(inputs), self.pool)
             current.wait_stream(self.stream)
             torch.cuda.synchronize(self.device)
             store[key] = Captured(inputs, output, graph)

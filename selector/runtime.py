@@ -41,8 +41,6 @@ from cad.selector.static_forward import (
     MAX_TREE,
     ModelParts,
     UnsupportedModel,
-    after_attention,
-    before_attention,
     compact,
     forward,
     forward_last,
@@ -209,10 +207,12 @@ class StaticRuntime:
         self.cache_key = compile_cache.cache_key(model, self.device, backend) if compile else None
         if self.cache_key is not None:
             compile_cache.load(self.cache_key)
+            table = 1 if parts.fused else 2
+            before_dims = {1: 1, 2: table, 3: table}
             parts = dataclasses.replace(
                 parts,
-                before=Compiled(before_attention, backend, dynamic_args={1: 1, 2: 2, 3: 2}),
-                after=Compiled(after_attention, backend, dynamic_args={1: 1, 2: 1}),
+                before=Compiled(parts.before, backend, dynamic_args=before_dims),
+                after=Compiled(parts.after, backend, dynamic_args={1: 1, 2: 1}),
             )
         self.parts = parts
         on_gpu = self.device.type == "cuda"

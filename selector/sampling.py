@@ -21,6 +21,7 @@ import torch
 
 from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
 from cad.selector.compiling import Compiled
+from cad.selector.graphs import record
 
 
 @dataclass(frozen=True)
@@ -114,13 +115,53 @@ def greedy_path(
     return read[1 : 2 + read[0]]
 
 
+class GraphedGreedy:
+    """The greedy choice under a bitmask as one CUDA graph: the logits are copied into the
+    graph's own buffer, the bitmask crosses in one asynchronous copy, and the unpacking,
+    masking and argmax replay together, so a choice costs three launches and one read
+    whatever the number of kernels inside. Captured at the first call, again if the logits'
+    shape changes."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = torch.device(device)
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._logits = torch.empty(0)
+        self._mask = torch.empty(0)
+        self._choice = torch.empty(0)
+
+    def __call__(self, logits: torch.Tensor, bitmask: torch.Tensor) -> int:
+        """The best token of ``logits`` ``(vocab,)`` that the host bitmask row ``bitmask``
+        ``(width,)`` (pinned) allows; ``logits`` are left as they are."""
+        if self._graph is None or self._logits.shape != logits.shape:
+            self._capture(logits, bitmask)
+        self._logits.copy_(logits)
+        self._mask.copy_(bitmask, non_blocking=True)
+        assert self._graph is not None
+        self._graph.replay()
+        return int(self._choice)
+
+    def _capture(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        self._logits = torch.zeros_like(logits)
+        self._mask = torch.zeros(bitmask.shape, dtype=bitmask.dtype, device=self.device)
+        current = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            masked_greedy(self._logits, self._mask)
+        graph = torch.cuda.CUDAGraph()
+        self._choice = record(graph, side, lambda: masked_greedy(self._logits, self._mask))
+        current.wait_stream(side)
+        self._graph = graph
+
+
 class TokenChooser:
     """Picks each next token of one decode under a matcher's mask.
 
     It owns the decode's bitmask (filled in place by the matcher every step, pinned on a
     GPU so it crosses asynchronously) and its seeded generator; greedy and sampled choices
     read back one integer. With a compiler ``backend`` the masking and the choice run as one
-    compiled kernel (the static runtime's ``--compile``)."""
+    compiled kernel (the static runtime's ``--compile``); with ``graphs`` (the default
+    runtime on a GPU) the greedy choice replays as one CUDA graph (:class:`GraphedGreedy`)."""
 
     def __init__(
         self,
@@ -129,6 +170,7 @@ class TokenChooser:
         sampling: Sampling,
         *,
         backend: str | None = None,
+        graphs: bool = False,
     ) -> None:
         self.device = torch.device(device)
         self.sampling = sampling
@@ -137,6 +179,9 @@ class TokenChooser:
         self.bitmask = bitmask.pin_memory() if self.device.type == "cuda" else bitmask
         self._greedy = masked_greedy if backend is None else _kernel(masked_greedy, backend)
         self._sample = masked_sample if backend is None else _kernel(masked_sample, backend)
+        self._graphed = (
+            GraphedGreedy(self.device) if graphs and self.device.type == "cuda" else None
+        )
 
     @classmethod
     def for_model(cls, loaded: Any, sampling: Sampling) -> TokenChooser:
@@ -145,8 +190,15 @@ class TokenChooser:
         from cad.selector.runtime import installed
 
         runtime = installed(loaded.model)
-        backend = None if runtime is None else runtime.backend
-        return cls(loaded.vocab_size, loaded.device, sampling, backend=backend)
+        if runtime is None:
+            return cls(loaded.vocab_size, loaded.device, sampling)
+        return cls(
+            loaded.vocab_size,
+            loaded.device,
+            sampling,
+            backend=runtime.backend,
+            graphs=runtime.graphs is not None,
+        )
 
     def fill(self, matcher: Matcher) -> None:
         """Take the matcher's allowed set for the next token."""
@@ -171,11 +223,13 @@ class TokenChooser:
     @torch.inference_mode()
     def choose(self, logits: torch.Tensor, matcher: Matcher | None = None) -> int:
         """The next token among the allowed ones (the matcher's, filled first when given);
-        never a masked-out id. ``logits`` are masked in place."""
+        never a masked-out id. ``logits`` may be masked in place."""
         if matcher is not None:
             self.fill(matcher)
-        bitmask = to_device(self.bitmask[0], logits.device)
         sampling = self.sampling
+        if sampling.temperature <= 0 and self._graphed is not None and logits.is_cuda:
+            return self._graphed(logits, self.bitmask[0])
+        bitmask = to_device(self.bitmask[0], logits.device)
         if sampling.temperature <= 0:
             return int(self._greedy(logits, bitmask))
         noise = exponential_noise(tuple(logits.shape), self.generator)

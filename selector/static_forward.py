@@ -18,15 +18,26 @@ the cache write and attention, and :func:`after_attention` (output projection, M
 outer parts never see the cache, so their shapes depend on ``B`` alone: they are what a
 compiler compiles once and reuses for every layer (regional compilation), while attention,
 whose shapes follow the cache window, runs as written.
+
+Uncompiled, a forward is a chain of small kernels, and at batch one on a GPU their number,
+not the bytes they read, sets a step's time. Layers whose projections are plain linear
+layers therefore run as :class:`FusedLayer`: the query, key and value projections are one
+matrix product, so are the gate and up projections, norms are one fused kernel each, the
+rotary embedding of queries and keys is three, and attention's mask is built once per
+forward rather than once per layer (:func:`fused_before_attention`,
+:func:`fused_after_attention`). Layers with adapters or quantised projections keep the
+per-module path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn import functional
 
 ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 MAX_TREE = 512
@@ -72,6 +83,183 @@ def after_attention(layer: Any, hidden: torch.Tensor, mixed: torch.Tensor) -> to
     return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
 
 
+@dataclass(frozen=True, eq=False)
+class FusedLayer:
+    """One decoder layer's weights laid out for few kernels: the query, key and value
+    projections stacked into one matrix (``qkv``, with ``qkv_bias``), the gate and up
+    projections likewise (``gate_up``), and the norms' weights and epsilons. The layer's own
+    projections are re-pointed at slices of the stacked matrices, so the weights are held
+    once and the model's own forward still computes the same thing."""
+
+    input_norm: torch.Tensor
+    post_norm: torch.Tensor
+    eps: float
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    query_size: int
+    key_size: int
+    out: torch.Tensor
+    out_bias: torch.Tensor | None
+    gate_up: torch.Tensor
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor
+    down_bias: torch.Tensor | None
+    activation: Callable[[torch.Tensor], torch.Tensor]
+    query_norm: torch.Tensor | None = None
+    key_norm: torch.Tensor | None = None
+    head_norm_eps: float = 0.0
+
+
+SILU_MODULES = ("SiLU", "SiLUActivation")
+"""The activation modules (PyTorch's and transformers') a fused layer replaces by
+``functional.silu``."""
+_FUSED: weakref.WeakKeyDictionary[Any, FusedLayer] = weakref.WeakKeyDictionary()
+
+
+def _plain_linear(module: Any) -> bool:
+    return type(module) is torch.nn.Linear
+
+
+def _stack(modules: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weights (and biases) of ``modules`` stacked row-wise, each module's parameters
+    then made views of its rows (the storage is shared, nothing is held twice)."""
+    with torch.no_grad():
+        weight = torch.cat([m.weight for m in modules])
+        biases = [m.bias for m in modules]
+        bias = None if biases[0] is None else torch.cat(biases)
+        first = 0
+        for module in modules:
+            rows = module.weight.shape[0]
+            module.weight.data = weight[first : first + rows]
+            if bias is not None:
+                module.bias.data = bias[first : first + rows]
+            first += rows
+    return weight, bias
+
+
+def _shares(module: Any, stacked: torch.Tensor) -> bool:
+    return module.weight.untyped_storage().data_ptr() == stacked.untyped_storage().data_ptr()
+
+
+def fuse(layer: Any) -> FusedLayer | None:
+    """``layer``'s :class:`FusedLayer` (made once and kept while the layer's weights stay
+    where it put them), or ``None`` when a projection is not a plain linear layer (an
+    adapter, a quantised layer), the activation is not SiLU, or the projections' biases
+    differ in kind."""
+    attention, mlp = layer.self_attn, layer.mlp
+    if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_MODULES:
+        return None
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    feeds = (mlp.gate_proj, mlp.up_proj)
+    if not all(map(_plain_linear, (*projections, *feeds, attention.o_proj, mlp.down_proj))):
+        return None
+    if len({p.bias is None for p in projections}) > 1 or len({f.bias is None for f in feeds}) > 1:
+        return None
+    known = _FUSED.get(layer)
+    if (
+        known is not None
+        and _shares(attention.q_proj, known.qkv)
+        and _shares(mlp.gate_proj, known.gate_up)
+    ):
+        return known
+    qkv, qkv_bias = _stack(projections)
+    gate_up, gate_up_bias = _stack(feeds)
+    norms = {}
+    if hasattr(attention, "q_norm"):
+        norms = {
+            "query_norm": attention.q_norm.weight,
+            "key_norm": attention.k_norm.weight,
+            "head_norm_eps": float(attention.q_norm.variance_epsilon),
+        }
+    fused = FusedLayer(
+        input_norm=layer.input_layernorm.weight,
+        post_norm=layer.post_attention_layernorm.weight,
+        eps=float(layer.input_layernorm.variance_epsilon),
+        qkv=qkv,
+        qkv_bias=qkv_bias,
+        query_size=attention.q_proj.weight.shape[0],
+        key_size=attention.k_proj.weight.shape[0],
+        out=attention.o_proj.weight,
+        out_bias=attention.o_proj.bias,
+        gate_up=gate_up,
+        gate_up_bias=gate_up_bias,
+        down=mlp.down_proj.weight,
+        down_bias=mlp.down_proj.bias,
+        activation=functional.silu,
+        **norms,
+    )
+    _FUSED[layer] = fused
+    return fused
+
+
+def fused_before_attention(
+    layer: FusedLayer, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`before_attention` for a :class:`FusedLayer`: one norm, one projection, and the
+    rotary embedding of every head in three kernels. ``cos`` and ``sin`` are ``(1, B,
+    heads + 2 * kv_heads, D)`` (:func:`rotary_tables`): ``sin`` with the first half of each
+    head negated, so that rotating half of a head becomes a roll, and the value heads given
+    ``cos = 1`` and ``sin = 0``, so that they pass through unchanged."""
+    size = hidden.shape[1]
+    x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, layer.eps)
+    packed = functional.linear(x, layer.qkv, layer.qkv_bias).view(1, size, -1, head_dim)
+    heads = layer.query_size // head_dim
+    kv_heads = layer.key_size // head_dim
+    if layer.query_norm is not None:
+        packed = torch.cat(
+            (
+                functional.rms_norm(
+                    packed[:, :, :heads], (head_dim,), layer.query_norm, layer.head_norm_eps
+                ),
+                functional.rms_norm(
+                    packed[:, :, heads : heads + kv_heads],
+                    (head_dim,),
+                    layer.key_norm,
+                    layer.head_norm_eps,
+                ),
+                packed[:, :, heads + kv_heads :],
+            ),
+            dim=2,
+        )
+    rolled = torch.roll(packed, head_dim // 2, dims=-1)
+    packed = torch.addcmul(packed * cos, rolled, sin)
+    query = packed[:, :, :heads].transpose(1, 2)
+    key = packed[:, :, heads : heads + kv_heads].transpose(1, 2)
+    value = packed[:, :, heads + kv_heads :].transpose(1, 2)
+    return query, key, value
+
+
+def fused_after_attention(
+    layer: FusedLayer, hidden: torch.Tensor, mixed: torch.Tensor
+) -> torch.Tensor:
+    """:func:`after_attention` for a :class:`FusedLayer`: the gate and up projections are
+    one matrix product."""
+    hidden = hidden + functional.linear(mixed, layer.out, layer.out_bias)
+    x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, layer.eps)
+    gate, up = functional.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
+    return hidden + functional.linear(layer.activation(gate) * up, layer.down, layer.down_bias)
+
+
+def rotary_tables(
+    parts: ModelParts, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary model's ``(1, B, D)`` tables shaped for a layer: ``(1, 1, B, D)`` for the
+    per-module path (heads first); for fused layers ``(1, B, heads + 2 * kv_heads, D)``, one
+    row per projected head, as :func:`fused_before_attention` takes them. Built once per
+    forward."""
+    if not parts.fused:
+        return cos[:, None], sin[:, None]
+    size, dim = cos.shape[1], cos.shape[2]
+    half = dim // 2
+    signed = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+    rotated = (1, size, parts.num_heads + parts.num_kv_heads, dim)
+    passed = (1, size, parts.num_kv_heads, dim)
+    return (
+        torch.cat((cos[:, :, None].expand(rotated), cos.new_ones(passed)), dim=2),
+        torch.cat((signed[:, :, None].expand(rotated), sin.new_zeros(passed)), dim=2),
+    )
+
+
 @dataclass(frozen=True)
 class ModelParts:
     """The modules one forward runs through, the attention shape, and the functions that run
@@ -86,6 +274,7 @@ class ModelParts:
     num_kv_heads: int
     head_dim: int
     scale: float
+    fused: bool = False
     before: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = before_attention
     after: Callable[..., torch.Tensor] = after_attention
 
@@ -93,7 +282,8 @@ class ModelParts:
     def of(cls, model: Any) -> ModelParts:
         """The parts of a causal LM (a PEFT wrapper is looked through); raises
         :class:`UnsupportedModel` for architectures whose layers this forward does not
-        reproduce (sliding windows, dynamic rotary scaling, other block layouts)."""
+        reproduce (sliding windows, dynamic rotary scaling, other block layouts). Its
+        layers are :class:`FusedLayer` when every one of them can be fused."""
         network = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = network.config
         kind = getattr(config, "model_type", "?")
@@ -109,9 +299,11 @@ class ModelParts:
         body = network.model
         attention = body.layers[0].self_attn
         heads = config.num_attention_heads
+        fused = [fuse(layer) for layer in body.layers]
+        every = all(layer is not None for layer in fused)
         return cls(
             embed=body.embed_tokens,
-            layers=body.layers,
+            layers=fused if every else body.layers,
             norm=body.norm,
             rotary=body.rotary_emb,
             head=network.lm_head,
@@ -119,6 +311,9 @@ class ModelParts:
             num_kv_heads=config.num_key_value_heads,
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
             scale=float(attention.scaling),
+            fused=every,
+            before=fused_before_attention if every else before_attention,
+            after=fused_after_attention if every else after_attention,
         )
 
 
@@ -154,29 +349,64 @@ def tree_layout(
     return (start + depth)[None], tree | (slots < start)[None, :]
 
 
+GROUPED_MATMUL_MAX = 128
+"""The widest forward whose attention is written as grouped matrix products on a GPU (a
+draft tree, the chains between); wider ones (long appends) use PyTorch's fused attention."""
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What the ``B`` fed tokens may attend to over ``S`` cache slots, in the form each
+    attention kernel takes: a boolean ``(B, S)`` and, for the grouped matrix products, an
+    additive float32 ``(B, S)`` mask (0 or ``-inf``). Built once per forward."""
+
+    allowed: torch.Tensor
+    additive: torch.Tensor | None
+
+    @classmethod
+    def of(cls, allowed: torch.Tensor) -> Visibility:
+        """The masks for ``allowed``; the additive one only where :func:`attend` uses it."""
+        size = allowed.shape[0]
+        grouped = size == 1 or (allowed.is_cuda and size <= GROUPED_MATMUL_MAX)
+        additive = None
+        if grouped:
+            additive = torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device)
+            additive.masked_fill_(~allowed, float("-inf"))
+        return cls(allowed, additive)
+
+
 def attend(
     query: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
-    visible: torch.Tensor,
+    visible: Visibility,
     scale: float,
 ) -> torch.Tensor:
     """Attention of ``query`` ``(1, heads, B, D)`` over the cache (or its window) ``(1,
-    kv_heads, S, D)`` where ``visible`` ``(B, S)`` allows; grouped-query heads share their
-    key/value head without copying it. Returns ``(1, B, heads * D)``.
+    kv_heads, S, D)`` where ``visible`` allows; grouped-query heads share their key/value
+    head without copying it. Returns ``(1, B, heads * D)``.
 
-    One query (the decode step) is written out as matrix products and a softmax, a few
-    kernels reading the window once; wider inputs use PyTorch's fused attention."""
+    The decode step, and on a GPU every forward up to :data:`GROUPED_MATMUL_MAX` tokens, is
+    written as two matrix products around a float32 softmax, five kernels reading the window
+    once (PyTorch's fused attention takes no boolean mask together with grouped heads on a
+    GPU, and falls back to copying every key/value head); wider inputs use that fused
+    attention."""
     _, heads, size, dim = query.shape
-    if size == 1:
-        kv_heads = keys.shape[1]
-        grouped = query.reshape(1, kv_heads, heads // kv_heads, dim)
-        scores = torch.matmul(grouped, keys.transpose(-1, -2)).float() * scale
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        out = torch.matmul(weights.to(values.dtype), values)
-        return out.reshape(1, 1, heads * dim)
+    kv_heads = keys.shape[1]
+    if visible.additive is not None:
+        groups = heads // kv_heads
+        grouped = query.reshape(1, kv_heads, groups * size, dim)
+        scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(1, kv_heads, groups, size, -1)
+        weights = torch.softmax(torch.add(visible.additive, scores, alpha=scale), dim=-1)
+        out = torch.matmul(weights.to(values.dtype).view(1, kv_heads, groups * size, -1), values)
+        return out.view(1, heads, size, dim).transpose(1, 2).reshape(1, size, heads * dim)
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, keys, values, attn_mask=visible[None, None], scale=scale, enable_gqa=True
+        query,
+        keys,
+        values,
+        attn_mask=visible.allowed[None, None],
+        scale=scale,
+        enable_gqa=True,
     )
     return out.transpose(1, 2).reshape(1, size, heads * dim)
 
@@ -196,13 +426,13 @@ def forward(
     size = tokens.shape[1]
     capacity = keys[0].shape[2]
     if parents is None:
-        positions, visible = chain_layout(start, size, capacity)
+        positions, allowed = chain_layout(start, size, capacity)
     else:
-        positions, visible = tree_layout(parents, start, capacity)
+        positions, allowed = tree_layout(parents, start, capacity)
+    visible = Visibility.of(allowed)
     slots = start + torch.arange(size, device=tokens.device)
     hidden = parts.embed(tokens)
-    cos, sin = parts.rotary(hidden, positions)
-    cos, sin = cos[:, None], sin[:, None]
+    cos, sin = rotary_tables(parts, *parts.rotary(hidden, positions))
     for index, layer in enumerate(parts.layers):
         query, key, value = parts.before(layer, hidden, cos, sin, parts.head_dim)
         keys[index].index_copy_(2, slots, key)

@@ -5,7 +5,9 @@ caches) and then warm (the caches the cold run filled).
 
     python3 -m bench.gpu.startup --model qwen2.5-1.5b --out-json s.json --out-md s.md
 
-The edit is the first held-out HumanEvalPack-Fix edit, its target forced (random weights).
+The model loads as ``cad edit`` loads one, from a checkpoint folder: an architecture name is
+first initialised at random and saved (once, in a process of its own, not timed). The edit
+is the first held-out HumanEvalPack-Fix edit, its target forced (random weights).
 """
 
 from __future__ import annotations
@@ -66,31 +68,60 @@ def measure(mode: str, model: str, device: str, dtype: str, caches: Path) -> dic
     )
     command = [sys.executable, "-m", "bench.gpu.startup", "--child", mode, "--model", model]
     command += ["--device", device, "--dtype", dtype, "--launched", repr(time.time())]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    return _outcome(subprocess.run(command, env=env, capture_output=True, text=True, check=False))
+
+
+def _outcome(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """A child's last line of JSON, or its last line of error."""
     if done.returncode:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         return {"error": lines[-1][:300]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def save_checkpoint(model: str, device: str, dtype: str, folder: Path) -> dict[str, object]:
+    """The architecture ``model`` at random init, saved with its tokenizer to ``folder``
+    (in this process)."""
+    from bench.harness import QWEN2_TOKENIZER
+    from cad.selector.architectures import random_init
+
+    began = time.perf_counter()
+    loaded = random_init(model, QWEN2_TOKENIZER, device=device, dtype=dtype)
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    return {"saved_s": time.perf_counter() - began}
+
+
 def run(model: str, device: str, dtype: str, modes: tuple[str, ...]) -> dict[str, object]:
-    """Cold then warm, per mode, each mode with caches of its own."""
+    """Cold then warm, per mode, each mode with caches of its own, loading ``model`` (a
+    folder, or an architecture saved first to one)."""
+    from cad.selector.architectures import ARCHITECTURES
+
     result: dict[str, object] = {"model": model, "device": device, "dtype": dtype}
-    for mode in modes:
-        with tempfile.TemporaryDirectory(prefix=f"cad-startup-{mode}-") as folder:
-            runs = {}
-            for state in ("cold", "warm"):
-                runs[state] = measure(mode, model, device, dtype, Path(folder))
-                print(f"{mode} {state}: {json.dumps(runs[state])}", flush=True)
-            result[mode] = runs
+    with tempfile.TemporaryDirectory(prefix="cad-startup-model-") as saved:
+        folder = model
+        if model in ARCHITECTURES:
+            folder = saved
+            command = [sys.executable, "-m", "bench.gpu.startup", "--save-to", saved]
+            command += ["--model", model, "--device", device, "--dtype", dtype]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            result["checkpoint"] = _outcome(done)
+            print(f"checkpoint: {json.dumps(result['checkpoint'])}", flush=True)
+        for mode in modes:
+            with tempfile.TemporaryDirectory(prefix=f"cad-startup-{mode}-") as caches:
+                runs = {}
+                for state in ("cold", "warm"):
+                    runs[state] = measure(mode, folder, device, dtype, Path(caches))
+                    print(f"{mode} {state}: {json.dumps(runs[state])}", flush=True)
+                result[mode] = runs
     return result
 
 
 def markdown(result: dict[str, object]) -> str:
     """One row per mode and cache state."""
     lines = [
-        f"Start-up, {result['model']} (random init), {result['device']}, {result['dtype']}: "
-        "seconds since process start",
+        f"Start-up, {result['model']} (random init, loaded from a saved checkpoint), "
+        f"{result['device']}, {result['dtype']}: seconds since process start",
         "",
         "| runtime | caches | imports | model | first forward | edit done | capture |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -120,9 +151,14 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--save-to", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out-json", type=Path)
     parser.add_argument("--out-md", type=Path)
     args = parser.parse_args(argv)
+    if args.save_to:
+        outcome = save_checkpoint(args.model, args.device, args.dtype, args.save_to)
+        print(json.dumps(outcome))
+        return outcome
     if args.child:
         outcome = child(args.child, args.model, args.device, args.dtype, args.launched)
         print(json.dumps(outcome))

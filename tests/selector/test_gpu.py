@@ -1,7 +1,8 @@
 """The decoder on a CUDA device: byte-exact programs in bfloat16 through the default CUDA
 graphs; every mode decoding the same tokens and programs through transformers' eager
 forward, CUDA graphs and compiled layers; caches equal after kept paths and rollbacks; a
-graph captured again, safely, when the cache grows."""
+graph captured again, safely, when the cache grows; the greedy choice replayed as a CUDA
+graph choosing what the eager one chooses."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from typing import Any
 import pytest
 import torch
 
+from cad.grammar.bitmask import fill_from_allowed
 from cad.resolver import oracle
 from cad.selector import Decoder, kv, load_model
 from cad.selector.graphs import Captured
 from cad.selector.loading import LoadedModel
 from cad.selector.runtime import StaticRuntime, installed
+from cad.selector.sampling import Sampling, TokenChooser
 from tests.conftest import heval_pairs
 from tests.selector.test_runtime import MODES, running
 from tests.tiny_model import make_tiny_model
@@ -129,7 +132,10 @@ def test_caches_are_equal_after_keep_and_rollback_and_graphs_recaptured_on_growt
     caches = [eager.new_cache(), graphs.new_cache()]
     parents = [-1, 0, 1, 2, 1, 4, 0, 6]
     first = None
-    for step in range(60):
+    grew_at = None
+    step = 0
+    while grew_at is None or step < grew_at + 10:
+        assert step < 400, "the cache never grew"
         past = caches[0].length + 1 + step % 9
         path = [[0, 1, 2, 3], [0, 1, 4, 5], [0, 6, 7], [0]][step % 4]
         logits = []
@@ -144,6 +150,9 @@ def test_caches_are_equal_after_keep_and_rollback_and_graphs_recaptured_on_growt
         _assert_same_cache(*caches)
         torch.testing.assert_close(logits[0], logits[1], atol=1e-4, rtol=1e-4)
         first = first or caches[1].tensors
+        if grew_at is None and caches[1].tensors is not first:
+            grew_at = step
+        step += 1
     grown = caches[1].tensors
     assert grown is not first and grown.capacity > first.capacity
     assert all(isinstance(entry, Captured) for entry in grown.graphs.values())
@@ -156,3 +165,20 @@ def test_caches_are_equal_after_keep_and_rollback_and_graphs_recaptured_on_growt
     torch.testing.assert_close(
         kv.append(model, again, [7], device), kv.append(model, reference, [7], device)
     )
+
+
+def test_graphed_greedy_choice_equals_the_eager_one() -> None:
+    generator = torch.Generator().manual_seed(3)
+    vocab = 5000
+    graphed = TokenChooser(vocab, torch.device("cuda"), Sampling(), graphs=True)
+    eager = TokenChooser(vocab, torch.device("cuda"), Sampling())
+    assert graphed._graphed is not None
+    for trial in range(30):
+        allowed = torch.rand(vocab, generator=generator) < (0.5 if trial % 3 else 0.01)
+        allowed[trial] = True
+        logits = torch.randn(vocab + trial % 2 * 7, generator=generator).cuda()
+        for chooser in (graphed, eager):
+            fill_from_allowed(chooser.bitmask, 0, allowed)
+        got = graphed.choose(logits.clone())
+        assert got == eager.choose(logits.clone())
+        assert allowed[got]
