@@ -1,7 +1,8 @@
-"""Start-up on a GPU: seconds from a fresh process's start to its imports, its model, the
-first forward of a rewrite-mode edit (with that forward's acceptance) and the edit's end,
-for the default CUDA graphs and for ``--compile``, each cold (empty cad, inductor and triton
-caches) and then warm (the caches the cold run filled).
+"""Start-up on a GPU: seconds from a fresh process's start to its imports, its device being
+ready (the first CUDA call, which starts the driver's context), its model, the first forward
+of a rewrite-mode edit (with that forward's acceptance) and the edit's end, for the default
+CUDA graphs and for ``--compile``, each cold (empty cad, inductor and triton caches) and then
+warm (the caches the cold run filled).
 
     python3 -m bench.gpu.startup --model qwen2.5-1.5b --out-json s.json --out-md s.md
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 MODES = ("graphs", "compile")
-MARKS = ("imported", "loaded", "first_forward", "edit")
+MARKS = ("imported", "device", "loaded", "first_forward", "edit")
 
 
 def child(mode: str, model: str, device: str, dtype: str, launched: float) -> dict[str, object]:
@@ -32,11 +33,16 @@ def child(mode: str, model: str, device: str, dtype: str, launched: float) -> di
     def mark(name: str) -> None:
         marks.setdefault(name, time.time() - launched)
 
+    import torch
+
     from bench.harness import pick_model
     from cad.selector.rewrite import rewrite_forced
     from cad.training.datasets import load_edits, select_split
 
     mark("imported")
+    if device.startswith("cuda"):
+        torch.empty(1, device=device)
+    mark("device")
     loaded = pick_model(model, device, dtype, compile=mode == "compile")
     mark("loaded")
     example = select_split(load_edits("heval-python"), "test")[0]
@@ -123,8 +129,9 @@ def markdown(result: dict[str, object]) -> str:
         f"Start-up, {result['model']} (random init, loaded from a saved checkpoint), "
         f"{result['device']}, {result['dtype']}: seconds since process start",
         "",
-        "| runtime | caches | imports | model | first forward | edit done | capture |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| runtime | caches | imports | device ready | model | first forward | edit done "
+        "| capture |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for mode in MODES:
         runs = result.get(mode)
@@ -132,7 +139,7 @@ def markdown(result: dict[str, object]) -> str:
             continue
         for state, run_ in runs.items():
             if "error" in run_:
-                lines.append(f"| {mode} | {state} | {run_['error']} | | | | |")
+                lines.append(f"| {mode} | {state} | {run_['error']} | | | | | |")
                 continue
             marks = run_["marks"]
             cells = " | ".join(f"{marks[name]:.1f}" for name in MARKS)
