@@ -291,6 +291,7 @@ def vllm_probe(engine_python: Path, device: torch.device, folder: Path) -> dict[
 def run_vllm(
     engine_python: Path,
     folder: Path,
+    dtype: str,
     config: dict | None,
     edits: list[Edit],
     env: dict[str, str],
@@ -302,7 +303,7 @@ def run_vllm(
     longest = max(len(e.prompt) + len(e.gold) for e in edits)
     job = {
         "model": str(folder),
-        "dtype": "float32",
+        "dtype": dtype,
         "max_model_len": -(-(longest + 64) // 256) * 256,
         "speculative": config,
         "edits": [
@@ -485,6 +486,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="architecture at random init (tiny, qwen2.5-0.5b, ...) or folder",
     )
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--dtype", default="float32", help="every method's weights: float32 or bfloat16"
+    )
     parser.add_argument("--corpus", default="heval-python")
     parser.add_argument("--split", default="test", choices=["all", "train", "valid", "test"])
     parser.add_argument("--limit", type=int, default=0, help="first N edits only (0 = all)")
@@ -545,7 +549,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cad-peers-") as scratch:
         work = Path(scratch)
         folder = model_folder(args.model, work)
-        loaded = load_model(str(folder), device=args.device, dtype="float32")
+        loaded = load_model(str(folder), device=args.device, dtype=args.dtype)
         on_cpu = loaded.device.type == "cpu"
         config_name = "cpu" if on_cpu else "default"
         config = load_configs([config_name])[config_name]
@@ -560,7 +564,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "cad" in families:
             cad_model = loaded
             if cad_compile:
-                cad_model = load_model(str(folder), device=args.device, dtype="float32")
+                cad_model = load_model(str(folder), device=args.device, dtype=args.dtype)
                 enable_compile(cad_model)
             table.update(cad_methods(cad_model, config_name, config))
         if "transformers" in families:
@@ -591,7 +595,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     notes[name] = NO_SUFFIX
                     continue
                 found, report = run_vllm(
-                    args.engine_python, folder, spec, edits, env, work, args.vllm_log
+                    args.engine_python, folder, args.dtype, spec, edits, env, work, args.vllm_log
                 )
                 reports[name] = report
                 if "error" in report:
@@ -618,7 +622,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "range": span,
         "n": len(edits),
         "model": f"{args.model} (random init)" if args.model in ARCHITECTURES else args.model,
-        "dtype": "float32",
+        "dtype": args.dtype,
         "machine": machine(),
         "budget": budget,
         "cad_compiled": cad_compile,

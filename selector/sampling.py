@@ -13,6 +13,7 @@ while they do move the boundaries of a cumulative sum over a large vocabulary.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,22 @@ class GraphedGreedy:
         self._graph = graph
 
 
+_THREAD = threading.local()
+
+
+def graphed_greedy(device: torch.device) -> GraphedGreedy:
+    """This thread's :class:`GraphedGreedy` on ``device``. A thread runs one choice at a
+    time, and every choice copies its logits and bitmask in afresh, so the decodes of a
+    thread share one graph, captured once for the thread instead of once per decode."""
+    choices: dict[torch.device, GraphedGreedy] | None = getattr(_THREAD, "choices", None)
+    if choices is None:
+        choices = _THREAD.choices = {}
+    device = torch.device(device)
+    if device not in choices:
+        choices[device] = GraphedGreedy(device)
+    return choices[device]
+
+
 class TokenChooser:
     """Picks each next token of one decode under a matcher's mask.
 
@@ -161,7 +178,8 @@ class TokenChooser:
     GPU so it crosses asynchronously) and its seeded generator; greedy and sampled choices
     read back one integer. With a compiler ``backend`` the masking and the choice run as one
     compiled kernel (the static runtime's ``--compile``); with ``graphs`` (the default
-    runtime on a GPU) the greedy choice replays as one CUDA graph (:class:`GraphedGreedy`)."""
+    runtime on a GPU) the greedy choice replays as one CUDA graph, the thread's
+    (:func:`graphed_greedy`)."""
 
     def __init__(
         self,
@@ -180,7 +198,7 @@ class TokenChooser:
         self._greedy = masked_greedy if backend is None else _kernel(masked_greedy, backend)
         self._sample = masked_sample if backend is None else _kernel(masked_sample, backend)
         self._graphed = (
-            GraphedGreedy(self.device) if graphs and self.device.type == "cuda" else None
+            graphed_greedy(self.device) if graphs and self.device.type == "cuda" else None
         )
 
     @classmethod

@@ -18,15 +18,18 @@
 # gpu-kernel-{1.5b,7b}.{json,md}, gpu-startup.{json,md}, gpu-rewrite-*.{json,md}, and every
 # step's output in gpu-check.log (the end of a failed step's output is also printed). A step
 # that would overrun the time left is cut short or skipped, and the summary says so.
-# GPU_CHECK_STEPS picks measuring steps from tests, kernel, startup, rewrite and kernel-7b
-# (default: all), so a short device lease can run the check in parts.
+# GPU_CHECK_STEPS picks measuring steps from tests, kernel, startup, kernel-7b, rewrite and
+# peers (default: all but peers), so a short device lease can run the check in parts; peers
+# is cad beside transformers (generate with a static cache, compiled, and with prompt
+# lookup) on three HEvalFix edits, into gpu-peers.{json,md} (vLLM cannot travel to the
+# machine: its wheel is larger than what may be carried).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 PYTHON="${PYTHON:-python3}"
 RESULTS="${OUT:-bench/results}"
 BUDGET="${GPU_CHECK_SECONDS:-465}"
-STEPS_WANTED=",${GPU_CHECK_STEPS:-tests,kernel,startup,rewrite,kernel-7b},"
+STEPS_WANTED=",${GPU_CHECK_STEPS:-tests,kernel,startup,kernel-7b,rewrite},"
 MODEL=qwen2.5-1.5b
 DRY_RUN=0
 case "${1:-}" in
@@ -133,6 +136,9 @@ if wanted rewrite; then
       --out-json "$RESULTS/gpu-rewrite-$runtime.json" --out-md "$RESULTS/gpu-rewrite-$runtime.md"
   done
 fi
+wanted peers && run_step peers 240 120 "$PYTHON" -m bench.peers --model "$MODEL" --device cuda \
+  --dtype bfloat16 --methods cad,transformers --corpus heval-python --split test --limit 3 \
+  --out-json "$RESULTS/gpu-peers.json" --out-md "$RESULTS/gpu-peers.md"
 "$PYTHON" -m bench.gpu.report "$RESULTS" >>"$LOG" 2>&1 || FAILED=1
 rm -rf "$CACHES"
 cat "$RESULTS/gpu-summary.md" 2>/dev/null

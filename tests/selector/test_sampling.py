@@ -3,6 +3,8 @@ speculative rule for drafted tokens, all keeping the model's distribution."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from cad.selector.sampling import (
     TokenChooser,
     distribution,
     exponential_noise,
+    graphed_greedy,
     race,
     speculative_choices,
 )
@@ -100,3 +103,14 @@ def test_chooser_bits_can_be_set_and_cleared() -> None:
     logits = torch.zeros(100)
     chooser.set_allowed(63, True)
     assert chooser.choose(logits) == 63
+
+
+def test_the_graphed_choice_is_shared_by_a_threads_decodes_and_not_across_threads() -> None:
+    device = torch.device("cuda")
+    first, again = graphed_greedy(device), graphed_greedy(device)
+    other: list[object] = []
+    thread = threading.Thread(target=lambda: other.append(graphed_greedy(device)))
+    thread.start()
+    thread.join()
+    assert first is again
+    assert other[0] is not first
