@@ -30,23 +30,29 @@ Body = Callable[[torch.Tensor], Any]
 T = TypeVar("T")
 
 
-def record(
-    graph: torch.cuda.CUDAGraph,
-    stream: torch.cuda.Stream,
-    run: Callable[[], T],
-    pool: Any = None,
-) -> T:
-    """Record what ``run`` launches on ``stream`` into ``graph`` (nothing runs) and return
-    its result, whose tensors the graph writes at every replay. Unlike ``torch.cuda.graph``
-    it neither empties PyTorch's device and pinned-memory caches nor collects garbage first:
-    the forwards are captured lazily, in the middle of an edit, where emptying the caches
-    would make the allocations after every capture slow again."""
+def warm_and_record(
+    stream: torch.cuda.Stream, run: Callable[[], T], pool: Any = None
+) -> tuple[T, torch.cuda.CUDAGraph, T]:
+    """Run ``run`` for real on ``stream`` (which initialises every kernel it uses: cuBLAS
+    handles, compiled code), then record it into a new graph (recording runs nothing).
+    Returns the real run's result, the graph, and the recorded result, whose tensors the
+    graph writes at every replay. ``stream`` waits for the current stream first, and the
+    current stream for it after. Unlike ``torch.cuda.graph`` it neither empties PyTorch's
+    device and pinned-memory caches nor collects garbage first: graphs are captured lazily,
+    in the middle of an edit, where emptying the caches would make the allocations after
+    every capture slow again."""
+    current = torch.cuda.current_stream(stream.device)
+    stream.wait_stream(current)
     with torch.cuda.stream(stream):
+        result = run()
+        graph = torch.cuda.CUDAGraph()
         graph.capture_begin(pool=pool, capture_error_mode="thread_local")
         try:
-            return run()
+            output = run()
         finally:
             graph.capture_end()
+    current.wait_stream(stream)
+    return result, graph, output
 
 
 class GraphRunner(Protocol):
@@ -103,13 +109,7 @@ class CudaGraphs:
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
             inputs = host.to(self.device)
-            current = torch.cuda.current_stream(self.device)
-            self.stream.wait_stream(current)
-            with torch.cuda.stream(self.stream):
-                result = body(inputs)
-            graph = torch.cuda.CUDAGraph()
-            output = record(graph, self.stream, lambda: body(inputs), self.pool)
-            current.wait_stream(self.stream)
+            result, graph, output = warm_and_record(self.stream, lambda: body(inputs), self.pool)
             torch.cuda.synchronize(self.device)
             store[key] = Captured(inputs, output, graph)
             return result, time.perf_counter() - began

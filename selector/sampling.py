@@ -22,7 +22,7 @@ import torch
 
 from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
 from cad.selector.compiling import Compiled
-from cad.selector.graphs import record
+from cad.selector.graphs import warm_and_record
 
 
 @dataclass(frozen=True)
@@ -144,15 +144,9 @@ class GraphedGreedy:
     def _capture(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
         self._logits = torch.zeros_like(logits)
         self._mask = torch.zeros(bitmask.shape, dtype=bitmask.dtype, device=self.device)
-        current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            masked_greedy(self._logits, self._mask)
-        graph = torch.cuda.CUDAGraph()
-        self._choice = record(graph, side, lambda: masked_greedy(self._logits, self._mask))
-        current.wait_stream(side)
-        self._graph = graph
+        _, self._graph, self._choice = warm_and_record(
+            torch.cuda.Stream(self.device), lambda: masked_greedy(self._logits, self._mask)
+        )
 
 
 _THREAD = threading.local()

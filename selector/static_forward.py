@@ -23,8 +23,8 @@ Uncompiled, a forward is a chain of small kernels, and at batch one on a GPU the
 not the bytes they read, sets a step's time. Layers whose projections are plain linear
 layers therefore run as :class:`FusedLayer`: the query, key and value projections are one
 matrix product, so are the gate and up projections, norms are one fused kernel each, the
-rotary embedding of queries and keys is three, and attention's mask is built once per
-forward rather than once per layer (:func:`fused_before_attention`,
+rotary embedding of every head is three, and attention's mask is built once per forward
+rather than once per layer (:func:`fused_before_attention`,
 :func:`fused_after_attention`). Layers with adapters or quantised projections keep the
 per-module path.
 """
@@ -104,14 +104,13 @@ class FusedLayer:
     gate_up_bias: torch.Tensor | None
     down: torch.Tensor
     down_bias: torch.Tensor | None
-    activation: Callable[[torch.Tensor], torch.Tensor]
     query_norm: torch.Tensor | None = None
     key_norm: torch.Tensor | None = None
     head_norm_eps: float = 0.0
 
 
 SILU_MODULES = ("SiLU", "SiLUActivation")
-"""The activation modules (PyTorch's and transformers') a fused layer replaces by
+"""The activation modules (PyTorch's and transformers') a fused layer computes as
 ``functional.silu``."""
 _FUSED: weakref.WeakKeyDictionary[Any, FusedLayer] = weakref.WeakKeyDictionary()
 
@@ -185,7 +184,6 @@ def fuse(layer: Any) -> FusedLayer | None:
         gate_up_bias=gate_up_bias,
         down=mlp.down_proj.weight,
         down_bias=mlp.down_proj.bias,
-        activation=functional.silu,
         **norms,
     )
     _FUSED[layer] = fused
@@ -233,11 +231,11 @@ def fused_after_attention(
     layer: FusedLayer, hidden: torch.Tensor, mixed: torch.Tensor
 ) -> torch.Tensor:
     """:func:`after_attention` for a :class:`FusedLayer`: the gate and up projections are
-    one matrix product."""
+    one matrix product (the activation is SiLU: :func:`fuse` takes no other)."""
     hidden = hidden + functional.linear(mixed, layer.out, layer.out_bias)
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, layer.eps)
     gate, up = functional.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-    return hidden + functional.linear(layer.activation(gate) * up, layer.down, layer.down_bias)
+    return hidden + functional.linear(functional.silu(gate) * up, layer.down, layer.down_bias)
 
 
 def rotary_tables(
