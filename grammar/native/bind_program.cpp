@@ -10,6 +10,7 @@
 #include "multi_matcher.h"
 #include "program_index.h"
 #include "program_matcher.h"
+#include "program_probe.h"
 
 namespace py = pybind11;
 
@@ -25,6 +26,7 @@ using program::MultiRecord;
 using program::OpRecord;
 using program::ProgramIndex;
 using program::ProgramMatcher;
+using program::State;
 
 namespace {
 
@@ -37,6 +39,58 @@ py::tuple copy_tuple(const MultiRecord& record) {
     const py::tuple numbers =
         py::make_tuple(record.values[0], record.values[1], record.values[2], record.values[3]);
     return py::make_tuple("copy", record.file, kind, numbers);
+}
+
+const char* mode_name(program::Mode mode) {
+    switch (mode) {
+        case program::Mode::Await: return "await";
+        case program::Mode::Number: return "num";
+        case program::Mode::Literal: return "lit";
+        case program::Mode::Gen: return "gen";
+        case program::Mode::End: return "end";
+    }
+    return "end";
+}
+
+py::tuple numbers_tuple(const State& state, int count) {
+    py::tuple numbers(count);
+    for (int i = 0; i < count; ++i) numbers[i] = state.values[i];
+    return numbers;
+}
+
+py::object resolved_piece(const program::ResolvedPiece& piece) {
+    if (!piece.is_copy) return py::bytes(piece.text);
+    if (piece.kind == Kind::Lines) return py::make_tuple("lines", piece.values[0], piece.values[1]);
+    return py::make_tuple("span", piece.values[0], piece.values[1], piece.values[2],
+                          piece.values[3]);
+}
+
+void bind_program_state(py::module_& m) {
+    py::class_<State>(m, "ProgramState",
+                      "A state of the program FSM as the syntax layer reads it (immutable).")
+        .def_property_readonly("mode", [](const State& state) { return mode_name(state.mode); })
+        .def_property_readonly(
+            "prefix",
+            [](const State& state) {
+                if (state.mode != program::Mode::Await) return py::bytes();
+                return py::bytes(program::kOpenerText[state.opener].substr(0, state.length));
+            },
+            "Between ops: the part of an opener read so far.")
+        .def_property_readonly(
+            "kind",
+            [](const State& state) { return state.kind == Kind::Lines ? "lines" : "span"; },
+            "Reading a number: the kind of copy.")
+        .def_property_readonly(
+            "values",
+            [](const State& state) { return numbers_tuple(state, state.field_count); },
+            "Reading a number: the numbers of the copy already finished.")
+        .def_property_readonly(
+            "digits",
+            [](const State& state) {
+                if (!state.digit_count) return py::bytes();
+                return py::bytes(std::to_string(state.digits));
+            },
+            "Reading a number: its digits so far.");
 }
 
 void bind_multi_program(py::module_& m) {
@@ -120,6 +174,7 @@ void bind_program(py::module_& m) {
         .def("serialize", [](const ProgramIndex& index) { return py::bytes(index.serialize()); })
         .def_property_readonly("vocab_size", &ProgramIndex::vocab_size);
 
+    bind_program_state(m);
     py::class_<ProgramMatcher, NativeMatcher>(m, "ProgramMatcher",
                                               "The program FSM for one document.")
         .def(py::init<std::shared_ptr<const ProgramIndex>, std::vector<uint64_t>, bool>(),
@@ -140,6 +195,32 @@ void bind_program(py::module_& m) {
              [](const ProgramMatcher& matcher) { return py::bytes(matcher.completion_bytes()); })
         .def_property_readonly("text",
                                [](const ProgramMatcher& matcher) { return py::bytes(matcher.text()); })
+        .def_property_readonly("state", &ProgramMatcher::state, "The FSM state (a copy).")
+        .def_property_readonly(
+            "gen_body",
+            [](const ProgramMatcher& matcher) {
+                if (matcher.state().mode != program::Mode::Gen) return py::bytes();
+                return py::bytes(matcher.text().substr(matcher.gen_start()));
+            },
+            "The bytes of the gen body in progress, as written (empty outside one).")
+        .def(
+            "probe",
+            [](const ProgramMatcher& matcher, py::bytes data, bool cross_ops,
+               uint32_t definite) -> py::object {
+                const std::string bytes(data);
+                const auto found = program::probe(matcher, bytes, cross_ops, definite);
+                if (!found) return py::none();
+                py::list pieces;
+                for (const auto& piece : found->pieces) pieces.append(resolved_piece(piece));
+                return py::make_tuple(found->state, pieces, found->definite,
+                                      py::bytes(found->held));
+            },
+            py::arg("data"), py::arg("cross_ops"), py::arg("definite"),
+            "What ``data`` would add from the current state, without taking it: None if the "
+            "program structure forbids it, else (state after, resolved pieces in order: the "
+            "decided bytes of gen bodies and the copies that end as (kind, *numbers), how much "
+            "of the gen body in progress is decided, its undecided rest). ``definite``: how "
+            "much of the gen body in progress was decided before.")
         .def_property_readonly("op_count",
                                [](const ProgramMatcher& matcher) { return matcher.ops().size(); })
         .def(

@@ -42,6 +42,9 @@ class ProgramMatcher final : public NativeMatcher {
     // by it).
     const State& state() const { return state_; }
     const std::vector<OpRecord>& ops() const { return ops_; }
+    const Structure& structure() const { return structure_; }
+    // Where the gen body in progress starts in ``text()`` (after ``<gen>``).
+    uint32_t gen_start() const { return gen_start_; }
 
   private:
     struct Snapshot {

@@ -2,7 +2,9 @@
 a prefix of a file of the language, and the program ends only on a whole file.
 
 :class:`SyntaxProgramMatcher` is the program FSM (:class:`cad.grammar.ProgramMatcher`) with
-a syntax machine reading the resolved text alongside:
+a syntax machine reading the resolved text alongside. The FSM walks every candidate's bytes
+natively and reports the resolved text they decide (gen bodies unescaped, copies that end);
+only the syntax machine's answers and the bookkeeping around them are Python:
 
 * a copy's start line is admitted only where the copied text, fed from the current parser
   state, keeps it alive (one pass over the candidate lines per state), its end line only up
@@ -24,29 +26,25 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+from cad.grammar._native import ProgramState
 from cad.grammar.bitmask import fill_from_allowed
 from cad.grammar.program_matcher import ProgramMatcher, ProgramTokenIndex
 from cad.grammar.program_states import (
-    AWAIT,
     COPY_LINES,
     COPY_SPAN,
-    GEN_CLOSE,
     GEN_OPEN,
     PROGRAM_END,
-    ProgramStructure,
-    State,
     number_prefix_ok,
 )
 from cad.grammar.syntax.constraint import SyntaxConstraint
 from cad.grammar.syntax.machine import DEAD, packed_to_bool
 from cad.resolver import CopyLines, CopySpan, Document, op_text
 
-_HOLD = re.compile(rb"<\\*(?:/(?:g(?:e(?:n)?)?)?)?\Z")
-"""A suffix of a gen body that may still become ``</gen>`` or an escaped ``<\\/gen>``."""
 _ESCAPED = re.compile(rb"<\\(\\*)/gen>")
 _TRICKY = re.compile(rb"<\\*(?:/|\Z)")
 """Tokens whose text is not their bytes in every context (they may hold, close or escape)."""
@@ -56,18 +54,9 @@ def _unescape(body: bytes) -> bytes:
     return _ESCAPED.sub(rb"<\1/gen>", body)
 
 
-def _held(body: bytes) -> int:
-    """How many bytes at the end of ``body`` are held back (undecided)."""
-    match = _HOLD.search(body, max(0, len(body) - 64))
-    return len(body) - match.start() if match else 0
-
-
 @dataclass(frozen=True)
 class _Snapshot:
-    fsm: State
     syntax: int
-    text: int
-    body_start: int
     definite: int
     broken: bool
 
@@ -126,14 +115,14 @@ class SyntaxProgramMatcher:
         self.document = document
         self.constraint = constraint
         self.machine = constraint.machine
-        widths = [len(line) for line in document.lines]
-        self.program = ProgramMatcher(index, widths, subline=subline)
-        self.structure = ProgramStructure(widths, subline=subline)
+        self.program = ProgramMatcher(
+            index, [len(line) for line in document.lines], subline=subline
+        )
+        self._openers = (GEN_OPEN, PROGRAM_END)
+        if document.lines:
+            self._openers += (COPY_LINES, COPY_SPAN) if subline else (COPY_LINES,)
         self._line_bytes = [line.encode("utf-8") for line in document.lines]
-        self._fsm: State = AWAIT
         self._syntax = constraint.start
-        self._text = bytearray()
-        self._body_start = 0
         self._definite = 0
         self._broken = False
         self._history: list[_Snapshot] = []
@@ -174,10 +163,7 @@ class SyntaxProgramMatcher:
         self.program.rollback(k)
         snapshot = self._history[-k]
         del self._history[-k:]
-        self._fsm = snapshot.fsm
         self._syntax = snapshot.syntax
-        del self._text[snapshot.text :]
-        self._body_start = snapshot.body_start
         self._definite = snapshot.definite
         self._broken = snapshot.broken
 
@@ -188,7 +174,7 @@ class SyntaxProgramMatcher:
     def allowed_tokens(self) -> torch.Tensor:
         """The tokens that keep the program valid and its text a prefix of a file."""
         allowed = self.program.allowed_tokens()
-        mode = self._fsm[0]
+        mode = self.program.state.mode
         if self._broken or mode == "end":
             return allowed
         if mode == "gen":
@@ -234,72 +220,34 @@ class SyntaxProgramMatcher:
     # -- stepping ----------------------------------------------------------------------------
 
     def _snapshot(self) -> _Snapshot:
-        return _Snapshot(
-            self._fsm,
-            self._syntax,
-            len(self._text),
-            self._body_start,
-            self._definite,
-            self._broken,
-        )
-
-    def _body(self) -> bytes:
-        """The bytes of the gen body in progress."""
-        return bytes(self._text[self._body_start :]) if self._fsm[0] == "gen" else b""
+        return _Snapshot(self._syntax, self._definite, self._broken)
 
     def _advance(
         self, data: bytes, *, cross_ops: bool, lenient: bool, token: int | None = None
     ) -> bool:
         """Check (and with ``token`` given, take: an id, or -1 for raw bytes) ``data``: the
-        program structure, the text it adds, and that some continuation stays open."""
-        structure = self.structure
-        if structure.walk(self._fsm, data, cross_ops=cross_ops) is None:
+        program structure (walked natively, which also says what resolved text the bytes
+        decide), the text it adds, and that some continuation stays open."""
+        probed = self.program.probe(data, cross_ops, self._definite)
+        if probed is None:
             return False
-        fsm = self._fsm
+        state, pieces, definite, held = probed
         syntax = self._syntax
-        body = self._body()
-        body_start = self._body_start
-        definite = self._definite
         broken = self._broken
-        machine = self.machine
-
-        def feed(text: bytes) -> bool:
-            nonlocal syntax, broken
-            if broken or not text:
-                return True
-            following = machine.feed(syntax, text)
-            if following == DEAD:
-                if not lenient:
-                    return False
+        for piece in pieces:
+            if broken:
+                break
+            text = piece if isinstance(piece, bytes) else self._copied(piece)
+            if not text:
+                continue
+            following = self.machine.feed(syntax, text)
+            if following != DEAD:
+                syntax = following
+            elif lenient:
                 broken = True
-                return True
-            syntax = following
-            return True
-
-        for position, byte in enumerate(data):
-            before = fsm
-            fsm, op_ended = structure.step(before, byte)  # type: ignore[misc]
-            if before[0] == "await" and fsm[0] == "gen":
-                body, definite = b"", 0
-                body_start = len(self._text) + position + 1
-            elif before[0] == "gen":
-                body += bytes((byte,))
-                if fsm[0] == "lit":
-                    text = body[: len(body) - len(GEN_CLOSE)]
-                    if not feed(_unescape(text[definite:])):
-                        return False
-                    definite = len(text)
-            if op_ended and isinstance(before[2], CopyLines | CopySpan):
-                copied = op_text(before[2], self.document).encode("utf-8")
-                if not feed(copied):
-                    return False
-        if fsm[0] == "gen":
-            decided = len(body) - _held(body)
-            if decided > definite:
-                if not feed(_unescape(body[definite:decided])):
-                    return False
-                definite = decided
-        if not broken and not self._open(fsm, syntax, body[definite:]):
+            else:
+                return False
+        if not broken and not self._open(state, syntax, held):
             if not lenient:
                 return False
             broken = True
@@ -311,23 +259,26 @@ class SyntaxProgramMatcher:
         if not accepted:
             return False
         self._history.append(self._snapshot())
-        self._text.extend(data)
-        self._fsm = fsm
         self._syntax = syntax
-        self._body_start = body_start
         self._definite = definite
         self._broken = broken
         return True
 
-    def _open(self, fsm: State, syntax: int, held: bytes = b"") -> bool:
-        """Whether some continuation from ``fsm`` keeps the text a prefix of a file
-        (``held``: the undecided end of a gen body)."""
-        mode = fsm[0]
+    def _copied(self, copy: tuple[Any, ...]) -> bytes:
+        """The text of a copy the native walk reported as ``(kind, *numbers)``."""
+        kind, *numbers = copy
+        op = CopyLines(*numbers) if kind == "lines" else CopySpan(*numbers)
+        return op_text(op, self.document).encode("utf-8")
+
+    def _open(self, state: ProgramState, syntax: int, held: bytes = b"") -> bool:
+        """Whether some continuation from the program ``state`` keeps the text a prefix of a
+        file (``held``: the undecided end of a gen body)."""
+        mode = state.mode
         if mode == "gen":
             return self._held_open(syntax, held)
         if mode == "await":
-            prefix = fsm[1]
-            for opener in self.structure.openers:
+            prefix = state.prefix
+            for opener in self._openers:
                 if not opener.startswith(prefix):
                     continue
                 if opener == GEN_OPEN:
@@ -340,8 +291,7 @@ class SyntaxProgramMatcher:
                     return True
             return False
         if mode == "num":
-            _, kind, values, digits = fsm
-            return self._number_open(syntax, kind, values, digits)
+            return self._number_open(syntax, state.kind, state.values, state.digits)
         if mode == "end":
             return self.constraint.complete(syntax)
         return True
@@ -479,7 +429,7 @@ class SyntaxProgramMatcher:
         """The FSM's gen mask and'ed with the language's mask at the decided text; tokens
         that may hold, close or escape (and, while bytes are held, every token that would
         continue them) are checked one by one."""
-        held = self._body()[self._definite :]
+        held = self.program.gen_body[self._definite :]
         state = self._syntax
         if held:
             state = self.machine.feed(state, held)

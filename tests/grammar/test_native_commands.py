@@ -3,9 +3,10 @@ oracles only.
 
 Every command here runs in a process where constructing a reference engine (the Python
 DPDA, Earley and mask kernel of the context-free grammars, the Python GLR and layout parsers
-of the Python syntax, the Python program FSM) writes its name to a log and raises. The
-syntax-safe edits run with a tiny random model: forced programs and rewrites held to JSON,
-to a JSON Schema and to Python, on the command line and through the language server."""
+of the Python syntax, the Python program FSM and its byte transitions) writes its name to a
+log and raises. The syntax-safe edits run with a tiny random model: forced programs and
+rewrites held to JSON, to a JSON Schema and to Python, on the command line and through the
+language server."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ REFERENCE_ENGINES = {
     "cad.grammar.syntax.glr": ["GlrParser"],
     "cad.grammar.syntax.python_layout": ["LayoutParser"],
     "cad.grammar.program_fsm": ["ReferenceProgramMatcher", "ReferenceProgramIndex"],
+    "cad.grammar.program_states": ["ProgramStructure"],
 }
 
 JSON_BEFORE = '{\n  "name": "cad",\n  "sizes": [1, 2, 3],\n  "ok": true\n}\n'

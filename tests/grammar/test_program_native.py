@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from cad.grammar import (
 from cad.grammar.index_cache import cache_path
 from cad.grammar.program_fsm import ReferenceProgramMatcher
 from cad.grammar.program_index import ReferenceProgramIndex
-from cad.resolver import Document, format, oracle
+from cad.grammar.program_states import AWAIT, ProgramStructure
+from cad.resolver import CopyLines, CopySpan, Document, format, oracle
 from tests.conftest import heval_pairs
 
 
@@ -183,3 +185,90 @@ def test_index_is_cached_on_disk_and_rebuilt_when_unusable(qwen2_tokenizer, tmp_
 
     monkeypatch.setenv("CAD_CACHE_DIR", str(path))  # a file, not a folder: nothing is written
     assert not ProgramTokenIndex.for_vocabulary(vocabulary).loaded_from_cache
+
+
+HOLD = re.compile(rb"<\\*(?:/(?:g(?:e(?:n)?)?)?)?\Z")
+"""A gen body's end that may still become ``</gen>`` or its escape (at most 64 bytes)."""
+PROBE_ALPHABET = b'<\\/gen>ab\n"0123456789-:'
+
+
+def reference_probe(structure, state, body: bytes, definite: int, data: bytes, cross_ops: bool):
+    """What ``ProgramMatcher.probe`` reports, from the Python byte transitions."""
+    if structure.walk(state, data, cross_ops=cross_ops) is None:
+        return None
+    pieces: list = []
+
+    def decide(until: int) -> None:
+        if until > definite:
+            pieces.append(re.sub(rb"<\\(\\*)/gen>", rb"<\1/gen>", body[definite:until]))
+
+    for byte in data:
+        before = state
+        state, ended = structure.step(before, byte)
+        if before[0] == "await" and state[0] == "gen":
+            body, definite = b"", 0
+        elif before[0] == "gen":
+            body += bytes((byte,))
+            if state[0] == "lit":
+                decide(len(body) - len(b"</gen>"))
+                definite = len(body) - len(b"</gen>")
+        if ended and isinstance(before[2], CopyLines | CopySpan):
+            pieces.append(("lines", before[2].start, before[2].end))
+    held = b""
+    if state[0] == "gen":
+        match = HOLD.search(body, max(0, len(body) - 64))
+        decided = match.start() if match else len(body)
+        if decided > definite:
+            decide(decided)
+            definite = decided
+        held = body[definite:]
+    return state, pieces, definite, held, body
+
+
+def same_state(native, expected: tuple) -> bool:
+    if native.mode != expected[0]:
+        return False
+    if expected[0] == "await":
+        return native.prefix == expected[1]
+    if expected[0] == "num":
+        return (native.kind, native.values, native.digits) == expected[1:]
+    return True
+
+
+def test_probe_reports_the_resolved_text_of_the_python_transitions(indexes) -> None:
+    """Walking bytes without taking them reports the state after them, the resolved pieces
+    (decided gen text unescaped, copies that end) and the held end of a gen body, as the
+    Python transitions and the hold pattern give them, from every point of programs whose
+    gen bodies hold escapes and look-alikes of ``</gen>``."""
+    text = "".join(f"line {n}\n" for n in range(1, 13))
+    widths = [len(line) for line in Document(text).lines]
+    structure = ProgramStructure(widths, subline=False)
+    bodies = ["x = 1", "<\\/gen> and <\\\\/gen", "a </ge b <\\\\\\/gen>", "<" * 3 + "\\" * 70]
+    rng = random.Random(7)
+    for body in bodies:
+        program = f'<copy lines="1-3"/>\n<gen>{body}\n</gen>\n<copy lines="5-12"/>\n</program>'
+        data = program.encode()
+        matcher = ProgramMatcher(indexes[0], widths)
+        state, definite_native, definite, gen_body = AWAIT, 0, 0, b""
+        position = 0
+        while position < len(data):
+            for _ in range(12):
+                if rng.random() < 0.5:
+                    chunk = data[position : position + rng.randint(1, 10)]
+                else:
+                    chunk = bytes(rng.choice(PROBE_ALPHABET) for _ in range(rng.randint(1, 8)))
+                cross = rng.random() < 0.5
+                expected = reference_probe(structure, state, gen_body, definite, chunk, cross)
+                probed = matcher.probe(chunk, cross, definite_native)
+                assert (probed is None) == (expected is None), (data[:position], chunk)
+                if probed is not None:
+                    assert same_state(probed[0], expected[0]), (data[:position], chunk)
+                    assert probed[1:] == (expected[1], expected[2], expected[3])
+            step = data[position : position + rng.randint(1, 6)]
+            probed = matcher.probe(step, True, definite_native)
+            expected = reference_probe(structure, state, gen_body, definite, step, True)
+            assert matcher.accept_bytes(step)
+            state, definite, gen_body = expected[0], expected[2], expected[4]
+            definite_native = probed[2]
+            assert matcher.gen_body == (gen_body if state[0] == "gen" else b"")
+            position += len(step)
