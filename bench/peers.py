@@ -429,6 +429,16 @@ def _cell(s: dict[str, float], digits: int, unit: str = "") -> str:
     return f"{s['median']:.{digits}f}{unit} ({low:.{digits}f}–{high:.{digits}f})"
 
 
+def runtime_name(loaded: Any) -> str:
+    """How cad's forwards run on ``loaded``: compiled, CUDA graphs, packed CPU weights or
+    transformers' eager forward."""
+    if loaded.compiled:
+        return "compiled static runtime"
+    if loaded.graphs:
+        return "static runtime, CUDA graphs"
+    return "static runtime, packed weights" if loaded.packed else "eager forwards"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The peer table: one row per method, medians per edit with their interquartile range;
     a method that could not run says why."""
@@ -437,6 +447,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"{result['corpus']} ({result['n']} edits, split {result['split']}"
         f"{result['range']}), {result['model']}, {result['dtype']}, {result['machine']}; "
+        f"cad's forwards: {result.get('cad_runtime', 'eager forwards')}; "
         "every method forced to the gold file; medians per edit (IQR)",
         "",
         "| method | exact | ms per edit | of it host ms | output tokens/s | forwards "
@@ -561,12 +572,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         examples = examples[: args.limit] if args.limit else examples
         edits = prepare(examples, loaded)
         table: dict[str, Method] = {}
+        cad_model = loaded
         if "cad" in families:
-            cad_model = loaded
             if cad_compile:
                 cad_model = load_model(str(folder), device=args.device, dtype=args.dtype)
                 enable_compile(cad_model)
             table.update(cad_methods(cad_model, config_name, config))
+        cad_runtime = runtime_name(cad_model)
         if "transformers" in families:
             table.update(transformers_methods(loaded, budget, args.hf_compile))
         runs: dict[str, dict[str, Run]] = {name: {} for name in table}
@@ -626,6 +638,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": machine(),
         "budget": budget,
         "cad_compiled": cad_compile,
+        "cad_runtime": cad_runtime,
         "hf_compiled": hf_compiled,
         "ngram": list(ngram),
         "methods": [*table, *configs],

@@ -359,9 +359,12 @@ def _cell(s: dict[str, float], digits: int) -> str:
 
 
 def _runtime(result: dict) -> str:
-    """How the forwards ran: compiled, as CUDA graphs, or transformers' eager forward."""
+    """How the forwards ran: compiled, as CUDA graphs, with packed CPU weights, or
+    transformers' eager forward."""
     if result.get("compiled"):
         return "compiled forwards"
+    if result.get("packed"):
+        return "static runtime, packed weights"
     return "CUDA graphs" if result.get("graphs") else "eager forwards"
 
 
@@ -481,7 +484,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--no-graphs",
         action="store_true",
-        help="on a GPU, decode with transformers' eager forward instead of CUDA graphs",
+        help="decode with transformers' eager forward (no CUDA graphs on a GPU, no packed "
+        "weights on a CPU)",
     )
     args = parser.parse_args(argv)
     try:
@@ -531,6 +535,7 @@ def main(argv: list[str] | None = None) -> dict:
         "device": machine() if loaded else "",
         "compiled": args.compile,
         "graphs": loaded.graphs if loaded else False,
+        "packed": loaded.packed if loaded else False,
         "methods": names,
         "budget": first.budget,
         "configs": {name: replace(config, rates={}).to_json() for name, config in configs.items()},

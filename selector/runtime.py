@@ -200,7 +200,7 @@ class StaticRuntime:
     ) -> None:
         self.model = weakref.ref(model)
         self.device = torch.device(device)
-        parts = ModelParts.of(model)
+        parts = ModelParts.of(model, pack=not compile)
         self.dtype = parts.embed.weight.dtype
         self.compiled = compile
         self.backend = backend if compile else None
@@ -318,6 +318,18 @@ class StaticRuntime:
         self.persist()
         return result
 
+    @property
+    def padded(self) -> bool:
+        """Whether forwards are padded to :data:`BUCKETS` (for shapes a compiled graph or a
+        CUDA graph serves again); uncompiled forwards without graphs run at their own size."""
+        return self.compiled or self.graphs is not None
+
+    def _size(self, size: int) -> int:
+        """The width a forward of ``size`` tokens runs at: its bucket when forwards are
+        :attr:`padded`, else ``size`` itself."""
+        padded = bucket(size)
+        return padded if self.padded else size
+
     def _owned(self, tensor: torch.Tensor) -> torch.Tensor:
         """A graph's output is overwritten by its next replay: keep a copy."""
         return tensor.clone() if self.graphs is not None else tensor
@@ -328,12 +340,13 @@ class StaticRuntime:
         the last one, float32 ``(vocab,)``."""
         if not token_ids:
             raise ValueError("append needs at least one token")
-        pieces = chunks(len(token_ids), pad_freely=self.device.type == "cuda")
-        self.reserve(cache, len(token_ids) - pieces[-1] + bucket(pieces[-1]))
+        pad_freely = self.device.type == "cuda" or not self.padded
+        pieces = chunks(len(token_ids), pad_freely=pad_freely)
+        self.reserve(cache, len(token_ids) - pieces[-1] + self._size(pieces[-1]))
         logits = None
         first = 0
         for size in pieces:
-            chunk, padded = token_ids[first : first + size], bucket(size)
+            chunk, padded = token_ids[first : first + size], self._size(size)
             first += size
             window = window_size(cache.length + padded, cache.capacity)
             keys, values = cache.tensors.window(window)
@@ -359,7 +372,7 @@ class StaticRuntime:
         every node after the prefix, in order (see :meth:`keep`). ``tokens`` and ``parents``
         may be lists or int64 arrays (a draft tree's layout)."""
         size = len(tokens)
-        padded = bucket(size)
+        padded = self._size(size)
         self.reserve(cache, padded)
         window = window_size(cache.length + padded, cache.capacity)
         keys, values = cache.tensors.window(window)
@@ -391,7 +404,7 @@ class StaticRuntime:
         start = in_place(nodes)
         if start < size:
             moving = nodes[start:]
-            padded = bucket(len(moving))
+            padded = self._size(len(moving))
             base = past + start
             rest = range(past + size, base + padded)
             window = window_size(max(base + padded, past + max(moving) + 1), cache.capacity)

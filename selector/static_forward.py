@@ -26,18 +26,22 @@ matrix product, so are the gate and up projections, norms are one fused kernel e
 rotary embedding of every head is three, and attention's mask is built once per forward
 rather than once per layer (:func:`fused_before_attention`,
 :func:`fused_after_attention`). Layers with adapters or quantised projections keep the
-per-module path.
+per-module path. On a CPU in float32, the fused layers and the output projection multiply
+with weights packed for oneDNN (:mod:`cad.selector.cpu_packing`).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch.nn import functional
+
+from cad.selector import cpu_packing
+from cad.selector.cpu_packing import PackedHead, linear
 
 ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 MAX_TREE = 512
@@ -84,6 +88,17 @@ def after_attention(layer: Any, hidden: torch.Tensor, mixed: torch.Tensor) -> to
 
 
 @dataclass(frozen=True, eq=False)
+class PackedProjections:
+    """oneDNN's packed copies of a fused layer's four projection weights
+    (:mod:`cad.selector.cpu_packing`)."""
+
+    qkv: torch.Tensor
+    out: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
 class FusedLayer:
     """One decoder layer's weights laid out for few kernels: the query, key and value
     projections stacked into one matrix (``qkv``, with ``qkv_bias``), the gate and up
@@ -107,6 +122,7 @@ class FusedLayer:
     query_norm: torch.Tensor | None = None
     key_norm: torch.Tensor | None = None
     head_norm_eps: float = 0.0
+    packed: PackedProjections | None = None
 
 
 SILU_MODULES = ("SiLU", "SiLUActivation")
@@ -140,27 +156,47 @@ def _shares(module: Any, stacked: torch.Tensor) -> bool:
     return module.weight.untyped_storage().data_ptr() == stacked.untyped_storage().data_ptr()
 
 
-def fuse(layer: Any) -> FusedLayer | None:
-    """``layer``'s :class:`FusedLayer` (made once and kept while the layer's weights stay
-    where it put them), or ``None`` when a projection is not a plain linear layer (an
-    adapter, a quantised layer), the activation is not SiLU, or the projections' biases
-    differ in kind."""
+def fusable(layer: Any) -> bool:
+    """Whether :func:`fuse` can fuse ``layer``: every projection a plain linear layer (not an
+    adapter, not quantised), the activation SiLU, and the biases alike in kind."""
     attention, mlp = layer.self_attn, layer.mlp
     if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_MODULES:
-        return None
+        return False
     projections = (attention.q_proj, attention.k_proj, attention.v_proj)
     feeds = (mlp.gate_proj, mlp.up_proj)
     if not all(map(_plain_linear, (*projections, *feeds, attention.o_proj, mlp.down_proj))):
+        return False
+    return len({p.bias is None for p in projections}) == 1 and (
+        len({f.bias is None for f in feeds}) == 1
+    )
+
+
+def _projection_weights(layer: Any) -> list[torch.Tensor]:
+    attention, mlp = layer.self_attn, layer.mlp
+    modules = (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj)
+    return [m.weight for m in (*modules, mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+
+
+def fuse(layer: Any, *, packed: bool = False) -> FusedLayer | None:
+    """``layer``'s :class:`FusedLayer` (made once and kept while the layer's weights stay
+    where it put them), or ``None`` when it is not :func:`fusable`. ``packed``: with
+    oneDNN's packed copies of its projections (:mod:`cad.selector.cpu_packing`)."""
+    if not fusable(layer):
         return None
-    if len({p.bias is None for p in projections}) > 1 or len({f.bias is None for f in feeds}) > 1:
-        return None
+    attention, mlp = layer.self_attn, layer.mlp
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    feeds = (mlp.gate_proj, mlp.up_proj)
     known = _FUSED.get(layer)
     if (
         known is not None
         and _shares(attention.q_proj, known.qkv)
         and _shares(mlp.gate_proj, known.gate_up)
     ):
-        return known
+        if (known.packed is not None) == packed:
+            return known
+        fused = replace(known, packed=_pack(known) if packed else None)
+        _FUSED[layer] = fused
+        return fused
     qkv, qkv_bias = _stack(projections)
     gate_up, gate_up_bias = _stack(feeds)
     norms = {}
@@ -186,8 +222,19 @@ def fuse(layer: Any) -> FusedLayer | None:
         down_bias=mlp.down_proj.bias,
         **norms,
     )
+    if packed:
+        fused = replace(fused, packed=_pack(fused))
     _FUSED[layer] = fused
     return fused
+
+
+def _pack(layer: FusedLayer) -> PackedProjections:
+    return PackedProjections(
+        qkv=cpu_packing.pack(layer.qkv),
+        out=cpu_packing.pack(layer.out),
+        gate_up=cpu_packing.pack(layer.gate_up),
+        down=cpu_packing.pack(layer.down),
+    )
 
 
 def fused_before_attention(
@@ -200,7 +247,7 @@ def fused_before_attention(
     ``cos = 1`` and ``sin = 0``, so that they pass through unchanged."""
     size = hidden.shape[1]
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, layer.eps)
-    packed = functional.linear(x, layer.qkv, layer.qkv_bias).view(1, size, -1, head_dim)
+    packed = _project(layer, "qkv", x).view(1, size, -1, head_dim)
     heads = layer.query_size // head_dim
     kv_heads = layer.key_size // head_dim
     if layer.query_norm is not None:
@@ -232,10 +279,17 @@ def fused_after_attention(
 ) -> torch.Tensor:
     """:func:`after_attention` for a :class:`FusedLayer`: the gate and up projections are
     one matrix product (the activation is SiLU: :func:`fuse` takes no other)."""
-    hidden = hidden + functional.linear(mixed, layer.out, layer.out_bias)
+    hidden = hidden + _project(layer, "out", mixed)
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, layer.eps)
-    gate, up = functional.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-    return hidden + functional.linear(functional.silu(gate) * up, layer.down, layer.down_bias)
+    gate, up = _project(layer, "gate_up", x).chunk(2, dim=-1)
+    return hidden + _project(layer, "down", functional.silu(gate) * up)
+
+
+def _project(layer: FusedLayer, name: str, x: torch.Tensor) -> torch.Tensor:
+    """The layer's projection ``name`` (``qkv``, ``out``, ``gate_up``, ``down``) of ``x``,
+    through its packed copy when it has one."""
+    packed = None if layer.packed is None else getattr(layer.packed, name)
+    return linear(x, getattr(layer, name), getattr(layer, f"{name}_bias"), packed)
 
 
 def rotary_tables(
@@ -273,15 +327,18 @@ class ModelParts:
     head_dim: int
     scale: float
     fused: bool = False
+    packed: bool = False
     before: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = before_attention
     after: Callable[..., torch.Tensor] = after_attention
 
     @classmethod
-    def of(cls, model: Any) -> ModelParts:
+    def of(cls, model: Any, *, pack: bool = True) -> ModelParts:
         """The parts of a causal LM (a PEFT wrapper is looked through); raises
         :class:`UnsupportedModel` for architectures whose layers this forward does not
         reproduce (sliding windows, dynamic rotary scaling, other block layouts). Its
-        layers are :class:`FusedLayer` when every one of them can be fused."""
+        layers are :class:`FusedLayer` when every one of them can be fused; ``pack``
+        allows oneDNN's packed copies of their weights where
+        :func:`cpu_packing.packing_wanted` says so (a compiler cannot take them)."""
         network = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = network.config
         kind = getattr(config, "model_type", "?")
@@ -297,19 +354,29 @@ class ModelParts:
         body = network.model
         attention = body.layers[0].self_attn
         heads = config.num_attention_heads
-        fused = [fuse(layer) for layer in body.layers]
-        every = all(layer is not None for layer in fused)
+        every = all(map(fusable, body.layers))
+        head = network.lm_head
+        packed = (
+            pack
+            and every
+            and _plain_linear(head)
+            and cpu_packing.packing_wanted(
+                [w for layer in body.layers for w in _projection_weights(layer)] + [head.weight]
+            )
+        )
+        fused = [fuse(layer, packed=packed) for layer in body.layers] if every else []
         return cls(
             embed=body.embed_tokens,
             layers=fused if every else body.layers,
             norm=body.norm,
             rotary=body.rotary_emb,
-            head=network.lm_head,
+            head=PackedHead(head) if packed else head,
             num_heads=heads,
             num_kv_heads=config.num_key_value_heads,
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
             scale=float(attention.scaling),
             fused=every,
+            packed=packed,
             before=fused_before_attention if every else before_attention,
             after=fused_after_attention if every else after_attention,
         )

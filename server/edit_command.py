@@ -289,7 +289,8 @@ def cmd_edit(
         bool,
         typer.Option(
             "--no-graphs",
-            help="On a GPU: run forwards eagerly instead of through CUDA graphs.",
+            help="Run transformers' eager forwards: no CUDA graphs on a GPU, no packed "
+            "weights on a CPU.",
             rich_help_panel=SPEED,
         ),
     ] = False,

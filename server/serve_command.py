@@ -80,7 +80,11 @@ def cmd_serve(
     ] = None,
     no_graphs: Annotated[
         bool,
-        typer.Option("--no-graphs", help="On a GPU: run forwards eagerly, not as CUDA graphs."),
+        typer.Option(
+            "--no-graphs",
+            help="Run transformers' eager forwards: no CUDA graphs on a GPU, no packed weights "
+            "on a CPU.",
+        ),
     ] = False,
     engine: Annotated[
         str | None,

@@ -67,19 +67,21 @@ def llama3_tokenizer():
 
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory):
-    """A loaded 2-layer random Qwen2 model with the real Qwen2 tokenizer, on CPU."""
+    """A loaded 2-layer random Qwen2 model with the real Qwen2 tokenizer, on CPU, decoding
+    through transformers' eager forward (the static runtime's tests build their own)."""
     from cad.selector import load_model
     from tests.tiny_model import make_tiny_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-qwen"), "qwen2")
-    return load_model(str(folder), device="cpu", dtype="float32")
+    return load_model(str(folder), device="cpu", dtype="float32", graphs=False)
 
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
-    """A loaded 2-layer random Llama model with the real Llama-3 tokenizer, on CPU."""
+    """A loaded 2-layer random Llama model with the real Llama-3 tokenizer, on CPU, decoding
+    through transformers' eager forward (the static runtime's tests build their own)."""
     from cad.selector import load_model
     from tests.tiny_model import make_tiny_model
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny-llama"), "llama3")
-    return load_model(str(folder), device="cpu", dtype="float32")
+    return load_model(str(folder), device="cpu", dtype="float32", graphs=False)

@@ -23,6 +23,7 @@ from cad.grammar import ProgramTokenIndex
 from cad.grammar.index_cache import cache_path, write_cached
 from cad.resolver import Document, format_program, oracle, parse, resolve
 from cad.selector import Decoder, Sampling, compile_cache, decoder, kv, tree_verify
+from cad.selector.cpu_packing import PACKING_ENV
 from cad.selector.graphs import Body
 from cad.selector.loading import LoadedModel, use_runtime
 from cad.selector.rewrite import speculate
@@ -87,6 +88,12 @@ def _tokens(seed: int, count: int, high: int = 5000) -> list[int]:
     return torch.randint(0, high, (count,), generator=generator).tolist()
 
 
+@pytest.fixture(autouse=True)
+def _padded_forwards(monkeypatch) -> None:
+    """Replayed graphs are compared with the eager runtime at the same (padded) widths."""
+    monkeypatch.setattr(StaticRuntime, "padded", property(lambda _: True))
+
+
 def _graph_runtime(loaded: LoadedModel) -> tuple[StaticRuntime, HostGraphs]:
     runtime = StaticRuntime(loaded.model, loaded.device, compile=False)
     stand_in = HostGraphs()
@@ -97,13 +104,20 @@ def _graph_runtime(loaded: LoadedModel) -> tuple[StaticRuntime, HostGraphs]:
 # -- which path a loaded model decodes through --------------------------------------------------
 
 
-def test_on_a_cpu_graphs_mean_nothing_and_compile_installs_the_runtime(qwen) -> None:
-    loaded = use_runtime(qwen, graphs=True)
-    assert installed(loaded.model) is None and not loaded.graphs and not loaded.compiled
+def test_on_a_cpu_the_default_is_the_packed_runtime_and_compile_installs_the_compiled_one(
+    qwen, monkeypatch
+) -> None:
+    loaded = use_runtime(qwen)
+    runtime = installed(loaded.model)
+    assert runtime is not None and runtime.parts.packed
+    assert loaded.packed and not loaded.graphs and not loaded.compiled
+    use_runtime(loaded, graphs=False)
+    assert installed(loaded.model) is None and not loaded.packed
     use_runtime(loaded, compile=True)
     runtime = installed(loaded.model)
     assert runtime is not None and runtime.compiled and runtime.graphs is None
-    assert loaded.compiled and not loaded.graphs
+    assert loaded.compiled and not loaded.graphs and not loaded.packed
+    monkeypatch.setenv(PACKING_ENV, "0")
     use_runtime(loaded)
     assert installed(loaded.model) is None
 

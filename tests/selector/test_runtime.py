@@ -280,9 +280,14 @@ def test_kept_path_leaves_exactly_the_cache_of_the_path(qwen, which: str, past: 
     _assert_same_cache(cache, fresh)
 
 
-def test_caches_are_reused_and_shapes_stay_in_the_buckets(qwen) -> None:
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "exact"])
+def test_caches_are_reused_and_shapes_stay_in_the_buckets(qwen, monkeypatch, padded: bool) -> None:
+    """Padded forwards (compiled or graphed runtimes) take bucket shapes only; uncompiled
+    forwards without graphs run at the size they are given (at most the largest bucket)."""
     model, device = qwen.model, qwen.device
     runtime = StaticRuntime(model, device, compile=False)
+    assert not runtime.padded
+    monkeypatch.setattr(StaticRuntime, "padded", property(lambda _: padded))
     shapes: set[tuple[int, int]] = set()
     forward = runtime._forward_last
 
@@ -297,7 +302,11 @@ def test_caches_are_reused_and_shapes_stay_in_the_buckets(qwen) -> None:
     for size in range(1, 40, 3):
         runtime.append(cache, _tokens(size, size))
     runtime.append(cache, _tokens(0, 600))
-    assert {size for size, _ in shapes} <= set(BUCKETS)
+    sizes = {size for size, _ in shapes}
+    if padded:
+        assert sizes <= set(BUCKETS)
+    else:
+        assert sizes == {300, *range(1, 40, 3), BUCKETS[-1], 600 - BUCKETS[-1]}
     del cache
     again = runtime.new_cache()
     runtime.append(again, _tokens(1, 300))

@@ -1,0 +1,93 @@
+"""oneDNN-packed weights on a CPU: the static runtime packs its fused layers' projections and
+the output projection when the policy says so, and its forwards and caches equal those of
+the same runtime without packing and of transformers' eager forward."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cad.selector import cpu_packing, kv
+from cad.selector.cpu_packing import PACKING_ENV, PackedHead, packing_wanted
+from cad.selector.runtime import StaticRuntime
+
+CPU = torch.device("cpu")
+
+
+def _tokens(seed: int, count: int) -> list[int]:
+    return torch.randint(0, 5000, (count,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def test_packed_forwards_equal_unpacked_and_eager(tiny_qwen, monkeypatch) -> None:
+    monkeypatch.setenv(PACKING_ENV, "1")
+    packed_model = copy.deepcopy(tiny_qwen.model)
+    packed = StaticRuntime(packed_model, CPU, compile=False)
+    assert isinstance(packed.parts.head, PackedHead)
+    assert all(layer.packed is not None for layer in packed.parts.layers)
+    monkeypatch.setenv(PACKING_ENV, "0")
+    plain_model = copy.deepcopy(tiny_qwen.model)
+    plain = StaticRuntime(plain_model, CPU, compile=False)
+    assert not isinstance(plain.parts.head, PackedHead)
+    assert all(layer.packed is None for layer in plain.parts.layers)
+    caches = packed.new_cache(), plain.new_cache(), kv.new_cache(plain_model)
+    for step, size in enumerate((45, 1, 7, 33, 2)):
+        tokens = _tokens(step, size)
+        with_packing = kv.append(packed_model, caches[0], tokens, CPU)
+        torch.testing.assert_close(
+            with_packing, kv.append(plain_model, caches[1], tokens, CPU), atol=1e-4, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            with_packing, kv.append(plain_model, caches[2], tokens, CPU), atol=1e-4, rtol=1e-4
+        )
+    length = kv.cache_length(caches[0])
+    assert length == kv.cache_length(caches[1]) == 88
+    for keys, other in zip(caches[0].keys, caches[1].keys, strict=True):
+        torch.testing.assert_close(keys[:, :, :length], other[:, :, :length], atol=1e-5, rtol=1e-5)
+
+
+def test_a_compiled_runtime_does_not_pack(tiny_qwen, monkeypatch) -> None:
+    monkeypatch.setenv(PACKING_ENV, "1")
+    runtime = StaticRuntime(copy.deepcopy(tiny_qwen.model), CPU, compile=True, backend="aot_eager")
+    assert all(layer.packed is None for layer in runtime.parts.layers)
+    assert not isinstance(runtime.parts.head, PackedHead)
+
+
+@pytest.mark.parametrize(
+    ("setting", "dtype", "available", "wanted"),
+    [
+        ("", torch.float32, 10**12, True),
+        ("", torch.float32, 100, False),
+        ("1", torch.float32, 100, True),
+        ("0", torch.float32, 10**12, False),
+        ("", torch.bfloat16, 10**12, False),
+        ("1", torch.bfloat16, 10**12, False),
+    ],
+)
+def test_packing_is_wanted_for_float32_weights_that_fit_in_memory(
+    monkeypatch, setting: str, dtype: torch.dtype, available: int, wanted: bool
+) -> None:
+    monkeypatch.setenv(PACKING_ENV, setting)
+    monkeypatch.setattr(
+        cpu_packing.psutil, "virtual_memory", lambda: SimpleNamespace(available=available)
+    )
+    weights = [torch.zeros(32, 16, dtype=dtype), torch.zeros(16, 32, dtype=dtype)]
+    assert packing_wanted(weights) is wanted
+
+
+def test_packed_linear_equals_functional_linear() -> None:
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(48, 32, generator=generator)
+    bias = torch.randn(48, generator=generator)
+    packed = cpu_packing.pack(weight)
+    for rows in (1, 8, 97):
+        x = torch.randn(1, rows, 32, generator=generator)
+        for b in (bias, None):
+            torch.testing.assert_close(
+                cpu_packing.linear(x, weight, b, packed),
+                torch.nn.functional.linear(x, weight, b),
+                atol=1e-5,
+                rtol=1e-5,
+            )
