@@ -1,6 +1,7 @@
 #include "dpda.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -115,11 +116,20 @@ struct LocalView {
     InternedStack stack;
     std::vector<int32_t> memo;
     std::vector<int32_t> pending;
+    // (slice state, configuration) pairs from which every string of the string slice is
+    // accepted (see explore_slice_product), over ``stack``'s configurations.
+    FlatIndex slice_closed;
 
+    // An upper bound on the memory held (the index of closed pairs: 16-byte slots, at least a
+    // quarter full).
     size_t bytes() const {
-        return stack.bytes() + (memo.capacity() + pending.capacity()) * sizeof(int32_t);
+        return stack.bytes() + (memo.capacity() + pending.capacity()) * sizeof(int32_t) +
+               64 * std::max<size_t>(slice_closed.size(), 16);
     }
 };
+
+// The deepest top view LocalStep::top_view cuts (deeper ones keep the whole configuration).
+constexpr size_t kMaxView = 8;
 
 // Suffixes of at most this many states are precomputed; longer ones are built on demand.
 constexpr size_t kPrecomputeSuffix = 3;
@@ -342,6 +352,27 @@ class DpdaGrammar final : public CompiledCfg {
                 view.memo[slot] = next;
             }
             return next;
+        }
+
+        bool slice_pair_closed(uint64_t pair) const { return view.slice_closed.find(pair) >= 0; }
+        void close_slice_pairs(const std::vector<uint64_t>& pairs) {
+            for (uint64_t pair : pairs) view.slice_closed.try_emplace(pair, 0);
+        }
+
+        // ``config``'s top ``depth`` states over an unknown rest (``config`` itself when it
+        // holds no more): what the product of the string slice is explored on.
+        int32_t top_view(int32_t config, size_t depth) {
+            std::array<int32_t, kMaxView> states;
+            int32_t node = config;
+            for (size_t kept = 0; kept < depth; ++kept) {
+                if (node < 0 || kept == kMaxView) return config;
+                states[kept] = view.stack.state(node);
+                node = view.stack.parent(node);
+            }
+            if (node < 0) return config;
+            int32_t top = kUnknownBelow;
+            for (size_t kept = depth; kept-- > 0;) top = view.stack.push(states[kept], top);
+            return top;
         }
 
         // Give every interned configuration without one a memo row. The atoms its top state
