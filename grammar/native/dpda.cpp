@@ -148,6 +148,8 @@ class DpdaGrammar final : public CompiledCfg {
             set[position >> 6] |= uint64_t{1} << (position & 63);
         }
         initial_state_ = full_.push(0, kBottom);
+        slice_moves_ = slice_moves_by_class(
+            [this](uint8_t byte) { return tables_.atoms.atom_of_byte[byte]; });
     }
 
     const char* engine() const override { return "dpda"; }
@@ -242,7 +244,7 @@ class DpdaGrammar final : public CompiledCfg {
         for (size_t depth = states; depth-- > 0;) {
             chain[depth] = base = view.stack.push(suffix[depth], base);
         }
-        LocalStep step{tables_, view};
+        LocalStep step{tables_, view, slice_moves_};
         const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
         const FirstByteCount count = count_first_bytes(*trie_, step, chain[0], first_children(suffix[0]));
         bool deepen = may_deepen && count.dependent > kDeepenAbove;
@@ -342,6 +344,7 @@ class DpdaGrammar final : public CompiledCfg {
     struct LocalStep {
         const LrTables& tables;
         LocalView& view;
+        const SliceMoves& moves;  // the string slice's moves, by this grammar's atoms
         int32_t operator()(int32_t config, uint8_t byte) {
             const size_t atoms = static_cast<size_t>(tables.atoms.count());
             const size_t slot = static_cast<size_t>(config) * atoms + tables.atoms.atom_of_byte[byte];
@@ -354,6 +357,7 @@ class DpdaGrammar final : public CompiledCfg {
             return next;
         }
 
+        const SliceMoves& slice_moves() const { return moves; }
         bool slice_pair_closed(uint64_t pair) const { return view.slice_closed.find(pair) >= 0; }
         void close_slice_pairs(const std::vector<uint64_t>& pairs) {
             for (uint64_t pair : pairs) view.slice_closed.try_emplace(pair, 0);
@@ -435,6 +439,7 @@ class DpdaGrammar final : public CompiledCfg {
     LrTables tables_;
     std::vector<int32_t> atom_width_;
     std::vector<ChildSet> atom_children_;  // the root's children by the atom of their byte
+    SliceMoves slice_moves_;                // the string slice's moves, one byte per atom run
     std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
     std::mutex build_lock_;    // requests' builds, one at a time in ``view_``
     std::mutex publish_lock_;  // insertions into the suffix tree (held for those only)
