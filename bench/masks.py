@@ -149,8 +149,12 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def schema_records(folder: Path, count: int) -> list[tuple[dict[str, Any], list[Any]]]:
-    """``count`` JSONSchemaBench schemas (a fixed shuffle of every file) with valid instances."""
+def schema_records(
+    folder: Path, count: int, offset: int = 0
+) -> list[tuple[dict[str, Any], list[Any]]]:
+    """``count`` JSONSchemaBench schemas (a fixed shuffle of every file) with valid instances,
+    after skipping the first ``offset`` such schemas: ``offset=count`` gives a second set of
+    the same shuffle, disjoint from the first, for checking on schemas the first never saw."""
     paths = sorted(glob.glob(str(folder / "*.json")))
     if not paths:
         raise SystemExit(f"error: no JSONSchemaBench files in {folder}; pass --data")
@@ -161,16 +165,16 @@ def schema_records(folder: Path, count: int) -> list[tuple[dict[str, Any], list[
         valid = [test["data"] for test in record["tests"] if test["valid"]]
         if valid and isinstance(record["schema"], dict):
             records.append((record["schema"], valid))
-        if len(records) == count:
+        if len(records) == offset + count:
             break
-    return records
+    return records[offset:]
 
 
-def workloads(data: Path, schemas: int, docs: int) -> dict[str, list[Item]]:
+def workloads(data: Path, schemas: int, docs: int, schema_offset: int = 0) -> dict[str, list[Item]]:
     """The grammar workloads (the program FSM is separate), deterministic and bounded."""
     from cad.grammar.cfg.builtin_grammars import FUNQL, JSON
 
-    records = schema_records(data / "jsonschemabench", schemas)
+    records = schema_records(data / "jsonschemabench", schemas, schema_offset)
     ordered = [(s, [in_schema_order(v, s, s) for v in valid]) for s, valid in records]
     instances = [valid[0] for _, valid in ordered[:docs]]
     return {
@@ -523,6 +527,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="holds jsonschemabench/")
     parser.add_argument("--schemas", type=int, default=40)
+    parser.add_argument(
+        "--schema-offset",
+        type=int,
+        default=0,
+        help="skip the first N schemas of the shuffle: --schema-offset 40 --schemas 40 is the "
+        "second set, 40 schemas the default run never uses",
+    )
     parser.add_argument("--docs", type=int, default=10, help="JSON instances and FunQL queries")
     parser.add_argument(
         "--edits",
@@ -552,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.schema_offset < 0:
+        parser.error("--schema-offset must not be negative")
     global clock
     clock = CLOCKS[args.clock]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -564,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
             f"error: {args.data / 'jsonschemabench'} does not exist; pass --data", file=sys.stderr
         )
         return 1
-    loads = workloads(args.data, args.schemas, args.docs)
+    loads = workloads(args.data, args.schemas, args.docs, args.schema_offset)
     wanted = set(args.engines.split(","))
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

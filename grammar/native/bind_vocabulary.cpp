@@ -7,6 +7,7 @@
 
 #include "bind_rows.h"
 #include "token_trie.h"
+#include "trie_walk.h"
 
 namespace py = pybind11;
 
@@ -39,6 +40,12 @@ void bind_vocabulary(py::module_& m) {
              py::arg("table"))
         .def_property_readonly("node_count", &TokenTrie::node_count)
         .def_property_readonly("vocab_size", &TokenTrie::vocab_size);
+
+    m.def(
+        "trie_nodes_stepped", [] { return trie_nodes_stepped; },
+        "Trie nodes the calling thread's mask walks have stepped so far (a debug measure of a "
+        "mask's work: take the difference around a fill; the precompute worker's own walks are "
+        "not counted, being on its thread).");
 }
 
 }  // namespace cad

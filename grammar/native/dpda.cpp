@@ -1,6 +1,7 @@
 #include "dpda.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -115,11 +116,20 @@ struct LocalView {
     InternedStack stack;
     std::vector<int32_t> memo;
     std::vector<int32_t> pending;
+    // (slice state, configuration) pairs from which every string of the string slice is
+    // accepted (see explore_slice_product), over ``stack``'s configurations.
+    FlatIndex slice_closed;
 
+    // An upper bound on the memory held (the index of closed pairs: 16-byte slots, at least a
+    // quarter full).
     size_t bytes() const {
-        return stack.bytes() + (memo.capacity() + pending.capacity()) * sizeof(int32_t);
+        return stack.bytes() + (memo.capacity() + pending.capacity()) * sizeof(int32_t) +
+               64 * std::max<size_t>(slice_closed.size(), 16);
     }
 };
+
+// The deepest top view LocalStep::top_view cuts (deeper ones keep the whole configuration).
+constexpr size_t kMaxView = 8;
 
 // Suffixes of at most this many states are precomputed; longer ones are built on demand.
 constexpr size_t kPrecomputeSuffix = 3;
@@ -138,6 +148,8 @@ class DpdaGrammar final : public CompiledCfg {
             set[position >> 6] |= uint64_t{1} << (position & 63);
         }
         initial_state_ = full_.push(0, kBottom);
+        slice_moves_ = slice_moves_by_class(
+            [this](uint8_t byte) { return tables_.atoms.atom_of_byte[byte]; });
     }
 
     const char* engine() const override { return "dpda"; }
@@ -232,7 +244,7 @@ class DpdaGrammar final : public CompiledCfg {
         for (size_t depth = states; depth-- > 0;) {
             chain[depth] = base = view.stack.push(suffix[depth], base);
         }
-        LocalStep step{tables_, view};
+        LocalStep step{tables_, view, slice_moves_};
         const bool may_deepen = !complete && static_cast<int32_t>(suffix.size()) < kMaxSuffix;
         const FirstByteCount count = count_first_bytes(*trie_, step, chain[0], first_children(suffix[0]));
         bool deepen = may_deepen && count.dependent > kDeepenAbove;
@@ -332,6 +344,7 @@ class DpdaGrammar final : public CompiledCfg {
     struct LocalStep {
         const LrTables& tables;
         LocalView& view;
+        const SliceMoves& moves;  // the string slice's moves, by this grammar's atoms
         int32_t operator()(int32_t config, uint8_t byte) {
             const size_t atoms = static_cast<size_t>(tables.atoms.count());
             const size_t slot = static_cast<size_t>(config) * atoms + tables.atoms.atom_of_byte[byte];
@@ -342,6 +355,28 @@ class DpdaGrammar final : public CompiledCfg {
                 view.memo[slot] = next;
             }
             return next;
+        }
+
+        const SliceMoves& slice_moves() const { return moves; }
+        bool slice_pair_closed(uint64_t pair) const { return view.slice_closed.find(pair) >= 0; }
+        void close_slice_pairs(const std::vector<uint64_t>& pairs) {
+            for (uint64_t pair : pairs) view.slice_closed.try_emplace(pair, 0);
+        }
+
+        // ``config``'s top ``depth`` states over an unknown rest (``config`` itself when it
+        // holds no more): what the product of the string slice is explored on.
+        int32_t top_view(int32_t config, size_t depth) {
+            std::array<int32_t, kMaxView> states;
+            int32_t node = config;
+            for (size_t kept = 0; kept < depth; ++kept) {
+                if (node < 0 || kept == kMaxView) return config;
+                states[kept] = view.stack.state(node);
+                node = view.stack.parent(node);
+            }
+            if (node < 0) return config;
+            int32_t top = kUnknownBelow;
+            for (size_t kept = depth; kept-- > 0;) top = view.stack.push(states[kept], top);
+            return top;
         }
 
         // Give every interned configuration without one a memo row. The atoms its top state
@@ -404,6 +439,7 @@ class DpdaGrammar final : public CompiledCfg {
     LrTables tables_;
     std::vector<int32_t> atom_width_;
     std::vector<ChildSet> atom_children_;  // the root's children by the atom of their byte
+    SliceMoves slice_moves_;                // the string slice's moves, one byte per atom run
     std::unique_ptr<std::atomic<SuffixNode*>[]> roots_;
     std::mutex build_lock_;    // requests' builds, one at a time in ``view_``
     std::mutex publish_lock_;  // insertions into the suffix tree (held for those only)

@@ -150,6 +150,12 @@ class EarleyGrammar final : public CompiledCfg {
         struct Step {
             EarleyGrammar& grammar;
             int32_t operator()(int32_t config, uint8_t byte) { return grammar.step(config, byte); }
+            // Compacted Earley states are bounded already: the view is the state itself.
+            int32_t top_view(int32_t config, size_t) const { return config; }
+            // Each Earley view explores the slice afresh (its masks are built once per view).
+            bool slice_pair_closed(uint64_t) const { return false; }
+            const SliceMoves& slice_moves() const { return TokenSlice::moves(); }
+            void close_slice_pairs(const std::vector<uint64_t>&) {}
         } local_step{*this};
         const FirstByteCount count = count_first_bytes(*trie_, local_step, view, root_children_);
         const WalkPlan plan = plan_walk(*trie_, local_step, view, count);

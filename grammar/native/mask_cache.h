@@ -487,31 +487,110 @@ bool reaches_beyond_second_byte(const TokenTrie& trie, Step& step, const FirstBy
 constexpr size_t kRegionAbove = 16384;  // walks judging more tokens try the caches below
 constexpr size_t kSliceBudget = 4096;   // product pairs explored before giving up
 
-// Whether every token of the string slice is accepted from ``root`` with nothing undecided:
-// explored on the product of the slice automaton and the local automaton.
+// Per slice state, the bytes that stay in the slice with the state each leads to.
+using SliceMoves = std::vector<std::vector<std::pair<uint8_t, int>>>;
+
+// TokenSlice::moves() with one byte kept of each run of bytes that lead to the same slice
+// state and that ``atom_of`` (a grammar's map from a byte to the class of bytes its parser
+// treats alike) maps to one class: the rest step alike, so the product need not step them.
+template <class AtomOf>
+SliceMoves slice_moves_by_class(AtomOf atom_of) {
+    const SliceMoves& moves = TokenSlice::moves();
+    SliceMoves merged(moves.size());
+    for (size_t state = 0; state < moves.size(); ++state) {
+        int32_t last_class = -1;
+        int last_next = -1;
+        for (const auto& [byte, next] : moves[state]) {
+            const int32_t byte_class = atom_of(byte);
+            if (byte_class == last_class && next == last_next) continue;
+            merged[state].emplace_back(byte, next);
+            last_class = byte_class;
+            last_next = next;
+        }
+    }
+    return merged;
+}
+
+// What exploring the product of the slice and a local automaton found: every slice token
+// accepted, some rejected, a step of a view undecided (a deeper view may tell), the budget
+// spent (a shallower view may close), or a step from the root itself undecided (nothing
+// will tell).
+enum class SliceAnswer { kAccepted, kRejected, kUndecided, kExhausted, kRootUndecided };
+
+// Explore the product of the slice automaton and the local automaton from ``root``. With
+// ``view`` > 0, each configuration past the root is explored as its top view,
+// ``step.top_view(config, depth)``: its top ``view`` states plus the bytes of the character
+// read last, which an LR parser reduces only on the byte after it, over an unknown rest.
+// With ``view`` 0, configurations are explored as themselves.
+//
+// A pair whose every continuation an earlier exploration accepted
+// (``step.slice_pair_closed``) is not explored again: the states inside a string reach the
+// views its opening state closed within a byte. An accepted exploration hands its pairs to
+// ``step.close_slice_pairs``. The bytes stepped from a pair are ``step.slice_moves()``:
+// the slice's moves, less the bytes the grammar's parser cannot tell apart.
 template <class Step>
-bool accepts_string_slice(Step& step, int32_t root) {
-    const std::vector<std::vector<std::pair<uint8_t, int>>>& moves = TokenSlice::moves();
-    std::vector<std::pair<int, int32_t>> agenda{{0, root}};
+SliceAnswer explore_slice_product(Step& step, int32_t root, size_t view) {
+    const SliceMoves& moves = step.slice_moves();
+    struct Pair {
+        int state;       // the slice state
+        size_t in_char;  // bytes read into the current character
+        int32_t config;
+    };
+    std::vector<Pair> agenda{{0, 0, root}};
     FlatIndex seen;  // (slice state, configuration) pairs explored
     seen.try_emplace(static_cast<uint32_t>(root), 0);
+    std::vector<uint64_t> explored{static_cast<uint32_t>(root)};
     while (!agenda.empty()) {
-        const auto [state, config] = agenda.back();
+        const Pair pair = agenda.back();
         agenda.pop_back();
+        const size_t depth = view + pair.in_char + 1;  // the byte read now is in a character too
         uint64_t previous = ~uint64_t{0};  // bytes of a class lead alike: look a pair up once
-        for (const auto& [byte, next_state] : moves[static_cast<size_t>(state)]) {
-            const int32_t next = step(config, byte);
-            if (next < 0) return false;
+        int32_t stepped_before = kDead;
+        int32_t next = kDead;
+        for (const auto& [byte, next_state] : moves[static_cast<size_t>(pair.state)]) {
+            const int32_t stepped = step(pair.config, byte);
+            if (stepped == kDead) return SliceAnswer::kRejected;
+            if (stepped < 0) return pair.config == root ? SliceAnswer::kRootUndecided : SliceAnswer::kUndecided;
+            if (stepped != stepped_before) {  // the bytes of an atom step alike
+                next = view > 0 ? step.top_view(stepped, depth) : stepped;
+                stepped_before = stepped;
+            }
             const uint64_t key = (static_cast<uint64_t>(next_state) << 32) | static_cast<uint32_t>(next);
             if (key == previous) continue;
             previous = key;
-            if (seen.try_emplace(key, 0).second) {
-                if (seen.size() > kSliceBudget) return false;
-                agenda.emplace_back(next_state, next);
+            if (seen.try_emplace(key, 0).second && !step.slice_pair_closed(key)) {
+                if (seen.size() > kSliceBudget) return SliceAnswer::kExhausted;
+                explored.push_back(key);
+                agenda.push_back({next_state, next_state == 0 ? 0 : pair.in_char + 1, next});
             }
         }
     }
-    return true;
+    step.close_slice_pairs(explored);
+    return SliceAnswer::kAccepted;
+}
+
+// Whether every token of the string slice is accepted from ``root`` with nothing undecided.
+//
+// Explored first on the configurations' top views: a view that judges a byte from its top
+// states alone judges it alike over any rest, a step that would look below them is
+// undecided, and a rejection by a view is a rejection by the configuration, so a yes or no
+// from views is exact. Views are what let a key whose characters each push a state (a
+// right-recursive rule) finish: as themselves, its configurations differ at every length
+// and the product never closes. Two states below the last character's bytes suit both kinds
+// of string rule (appending a character to a left-recursive one pops the state below it), so
+// they come first. A step those views leave undecided tries three states, then the
+// configurations themselves; a spent budget tries one state (a shallower view tells fewer
+// pairs apart; a deeper one, more).
+template <class Step>
+bool accepts_string_slice(Step& step, int32_t root) {
+    SliceAnswer answer = explore_slice_product(step, root, 2);
+    if (answer == SliceAnswer::kExhausted) {
+        answer = explore_slice_product(step, root, 1);
+    } else if (answer == SliceAnswer::kUndecided) {
+        answer = explore_slice_product(step, root, 3);
+        if (answer == SliceAnswer::kUndecided) answer = explore_slice_product(step, root, 0);
+    }
+    return answer == SliceAnswer::kAccepted;
 }
 
 // How the walk from a root is to be done, judged once from its first bytes: whether it is

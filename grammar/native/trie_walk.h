@@ -12,6 +12,11 @@ namespace cad {
 constexpr int32_t kDead = -1;       // the byte is rejected
 constexpr int32_t kDependent = -3;  // a local view cannot decide: it needs the context below
 
+// Trie nodes this thread's walks have stepped, ever: a debug measure of a mask's work that,
+// unlike its time, does not depend on the machine or its load. Walks add their count once,
+// at their end, so the hot loop keeps it in a register.
+inline thread_local uint64_t trie_nodes_stepped = 0;
+
 // Configurations and walker marks by depth along the current path; reused across walks.
 struct WalkScratch {
     std::vector<int32_t> configs;
@@ -54,6 +59,7 @@ void walk_listed(const TokenTrie& trie, uint32_t parent, int32_t config, Walker&
         walker.release(mark);
         walk_listed_child(trie, *child, config, walker.step(config, child->byte), walker, scratch);
     }
+    trie_nodes_stepped += static_cast<uint64_t>(last - first);
     walker.release(mark);
 }
 
@@ -90,7 +96,9 @@ void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker&
     marks[root.depth] = walker.mark();
     const uint32_t end = root.end;
     uint32_t index = start + 1;
+    uint64_t stepped = 0;
     while (index < end) {
+        ++stepped;
         const TrieNode& node = trie.node(index);
         const uint32_t depth = node.depth;
         walker.release(marks[depth - 1]);
@@ -110,6 +118,7 @@ void walk_subtree(const TokenTrie& trie, uint32_t start, int32_t config, Walker&
         marks[depth] = walker.mark();
         ++index;
     }
+    trie_nodes_stepped += stepped;
     walker.release(marks[root.depth]);
 }
 

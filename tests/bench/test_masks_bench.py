@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.masks import main
+from bench.masks import main, schema_records
 from tests.grammar.cfg.schema_instances import FIXTURES
 
 
@@ -29,3 +29,14 @@ def test_runs_are_combined_into_medians_with_the_p99_range(tmp_path: Path) -> No
         assert low <= row["mask_p99_us"] <= high
         assert row["mask_p50_us"] <= row["mask_p99_us"]
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_schema_offset_takes_the_next_schemas_of_the_same_shuffle(tmp_path: Path) -> None:
+    (tmp_path / "jsonschemabench").symlink_to(FIXTURES)
+    folder = tmp_path / "jsonschemabench"
+    every = schema_records(folder, 4)
+    assert len(every) == 4
+    assert schema_records(folder, 2) == every[:2]
+    second = schema_records(folder, 2, offset=2)
+    assert second == every[2:]
+    assert all(record not in every[:2] for record in second)
