@@ -62,6 +62,7 @@ __all__ = [
     "UnsupportedModel",
     "install",
     "installed",
+    "output_head",
     "uninstall",
 ]
 
@@ -471,6 +472,13 @@ def install(
 def installed(model: Any) -> StaticRuntime | None:
     """The runtime installed on ``model``, if any."""
     return _RUNTIMES.get(model)
+
+
+def output_head(model: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The output projection that turns ``model``'s hidden states into logits: its installed
+    runtime's (with a packed weight on a CPU) or, without one, the model's own."""
+    runtime = _RUNTIMES.get(model)
+    return model.get_output_embeddings() if runtime is None else runtime.parts.head
 
 
 def uninstall(model: Any) -> None:

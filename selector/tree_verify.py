@@ -27,7 +27,7 @@ import torch
 
 from cad.grammar._native import DraftTree
 from cad.selector import kv
-from cad.selector.runtime import StaticCache, in_place
+from cad.selector.runtime import StaticCache, in_place, output_head
 from cad.selector.sampling import Sampling, batched_reads, greedy_path, speculative_choices
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class NodeLogits:
         chunk: int | None = None,
         offset: int = 0,
     ):
-        self.head = None if model is None else model.get_output_embeddings()
+        self.head = None if model is None else output_head(model)
         self.hidden = hidden
         self.offset = offset
         self.graph = graph

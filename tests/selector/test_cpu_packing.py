@@ -12,7 +12,7 @@ import torch
 
 from cad.selector import cpu_packing, kv
 from cad.selector.cpu_packing import PACKING_ENV, PackedHead, packing_wanted
-from cad.selector.runtime import StaticRuntime
+from cad.selector.runtime import StaticRuntime, install, output_head, uninstall
 
 CPU = torch.device("cpu")
 
@@ -91,3 +91,23 @@ def test_packed_linear_equals_functional_linear() -> None:
                 atol=1e-5,
                 rtol=1e-5,
             )
+
+
+def test_node_logits_project_through_the_installed_runtimes_head(tiny_qwen, monkeypatch) -> None:
+    monkeypatch.setenv(PACKING_ENV, "1")
+    model = copy.deepcopy(tiny_qwen.model)
+    assert output_head(model) is model.get_output_embeddings()
+    runtime = install(model, CPU, compile=False, graphs=False)
+    try:
+        assert isinstance(runtime.parts.head, PackedHead)
+        assert output_head(model) is runtime.parts.head
+        hidden = torch.randn(5, model.config.hidden_size)
+        torch.testing.assert_close(
+            output_head(model)(hidden),
+            model.get_output_embeddings()(hidden),
+            atol=1e-5,
+            rtol=1e-5,
+        )
+    finally:
+        uninstall(model)
+    assert output_head(model) is model.get_output_embeddings()
