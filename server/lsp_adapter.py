@@ -512,6 +512,36 @@ class SocketWriter:
         self.connection.close()
 
 
+class ClientWriter:
+    """pygls's writer interface over the connection to the client, quiet once that
+    connection has ended. pygls answers a failed write by telling the client about it, which
+    fails again and again, each time logging a longer traceback; after ``exit`` (which closes
+    the connection while an edit may still report) or after the client has gone, a message
+    is dropped instead. ``on_lost`` runs once when a write finds the client gone."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.closed = False
+        self.on_lost: Callable[[], None] | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            log.debug("the connection is closed; a message of %d bytes is dropped", len(data))
+            return
+        try:
+            self.inner.write(data)
+        except (OSError, ValueError) as exc:
+            self.closed = True
+            log.warning("the connection to the client is lost (%s)", one_line(exc))
+            if self.on_lost is not None:
+                self.on_lost()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.inner.close()
+
+
 def serve_stream(
     ls: LanguageServer,
     reader: ChunkReader,
@@ -524,7 +554,8 @@ def serve_stream(
     Returns the exit status: 0 after ``shutdown`` and ``exit``, 1 after ``exit`` alone or
     when the input ends. ``on_exit`` runs before returning (to stop running edits)."""
     protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
-    protocol.set_writer(writer)
+    connection = ClientWriter(writer)
+    protocol.set_writer(connection)
 
     def problem(message: str) -> None:
         log.warning("%s", message)
@@ -554,6 +585,7 @@ def serve_stream(
                 log.warning("cannot read from the client (%s)", exc)
             post(end)
 
+        connection.on_lost = lambda: post(end)
         threading.Thread(target=pump, name="cad-lsp-reader", daemon=True).start()
         await ended
 
@@ -562,8 +594,6 @@ def serve_stream(
         asyncio.run(run())
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else 1
-    except BrokenPipeError:
-        log.warning("the connection to the client is lost")
     finally:
         if on_exit is not None:
             on_exit()

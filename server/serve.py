@@ -16,7 +16,9 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
@@ -55,6 +57,8 @@ MAX_POSITION = 2**31 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+EXIT_GRACE_S = 10.0
+"""How long the process may take to end after the client leaves (see ``leave_within``)."""
 RESETTABLE_SETTINGS = frozenset({"draftBudget"})
 """Settings a null value resets to their default (``None``)."""
 
@@ -193,7 +197,7 @@ class CadServer:
         if loop is None or in_loop:
             send()
         else:
-            loop.call_soon_threadsafe(send)
+            post_to_loop(loop, send)
 
     def needs_loading(self) -> bool:
         """Whether the next edit loads a model first (none yet, or the settings changed)."""
@@ -856,11 +860,43 @@ def _reporter(
             f"{done}, {plural(progress.lines_copied, 'line')} copied, "
             f"{progress.lines_generated} generated"
         )
-        loop.call_soon_threadsafe(
-            ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=message)
+        post_to_loop(
+            loop,
+            ls.work_done_progress.report,
+            token,
+            lsp.WorkDoneProgressReport(message=message),
         )
 
     return report
+
+
+def post_to_loop(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
+    """Run ``callback(*args)`` on the event loop from the worker thread; once the loop has
+    closed (the client said ``exit`` while an edit ran) there is no one to tell, and the
+    edit's cancel flag is already set, so the message is dropped."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        if not loop.is_closed():
+            raise
+
+
+def leave_within(seconds: float, status: Callable[[], int]) -> None:
+    """Make sure the process ends ``seconds`` from now, with ``status()``: a running edit
+    stops at its next forward, but a forward (or a library's clean-up) that hangs must not
+    keep alive, holding the model's memory, a server the editor has let go of."""
+
+    def leave() -> None:
+        time.sleep(seconds)
+        # Not through logging: the thread that hangs may hold its lock, blocked on a full
+        # stderr; the line is written from a thread of its own, waited for at most a second.
+        line = f"cad serve: still running {seconds:.0f} s after the client left; exiting now\n"
+        say = threading.Thread(target=os.write, args=(2, line.encode()), daemon=True)
+        say.start()
+        say.join(1.0)
+        os._exit(status())
+
+    threading.Thread(target=leave, name="cad-exit-watchdog", daemon=True).start()
 
 
 def claim_stdout() -> BinaryIO:
@@ -902,9 +938,19 @@ def serve(
         except ModelLoadError as exc:
             log.error("cannot preload the model: %s", exc)
 
+    protocol: CadProtocol = ls.protocol  # type: ignore[assignment]
+    leaving = threading.Event()
+
     def stop_edits() -> None:
         cad.cancel_all()
         cad.executor.shutdown(wait=False, cancel_futures=True)
+        if not leaving.is_set():
+            leaving.set()
+            leave_within(EXIT_GRACE_S, lambda: 0 if protocol.is_shut_down else 1)
+
+    @ls.feature(lsp.EXIT)
+    def exit_requested(params: Any) -> None:
+        stop_edits()
 
     if tcp:
         return serve_tcp(ls, *tcp, on_exit=stop_edits)

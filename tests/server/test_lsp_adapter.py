@@ -210,6 +210,52 @@ def test_exit_without_shutdown_returns_one(tmp_path: Path) -> None:
     assert code == 1
 
 
+def test_a_client_that_goes_away_ends_the_server_with_one_line(tmp_path: Path) -> None:
+    """The first answer that cannot be written (the client closed its end) ends the server
+    with status 1 and one line in the log: no traceback, no attempt to tell the client."""
+    log = tmp_path / "log"
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from cad.server.cli import main; main()", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log.open("wb"),
+    )
+    try:
+        data = body({"id": 1, "method": "initialize", "params": {"capabilities": {}}})
+        server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        server.stdin.flush()
+        assert server.stdout.readline().startswith(b"Content-Length")
+        server.stdout.close()
+        data = body({"id": 2, "method": "shutdown"})
+        server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        server.stdin.flush()
+        code = server.wait(timeout=60)
+    finally:
+        server.kill()
+    text = log.read_text()
+    assert code == 1
+    assert text.count("the connection to the client is lost") == 1
+    assert "Traceback" not in text
+
+
+def test_messages_after_the_connection_closed_are_dropped() -> None:
+    sent: list[bytes] = []
+
+    class Inner:
+        def write(self, data: bytes) -> None:
+            sent.append(data)
+
+        def close(self) -> None:
+            sent.append(b"<closed>")
+
+    writer = lsp_adapter.ClientWriter(Inner())
+    writer.write(b"one")
+    writer.close()
+    writer.write(b"two")
+    writer.close()
+    assert sent == [b"one", b"<closed>"]
+
+
 PYGLS_CLASSES = {
     "JsonRPCProtocol": json_rpc.JsonRPCProtocol,
     "LanguageServerProtocol": language_server.LanguageServerProtocol,

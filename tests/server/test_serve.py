@@ -533,6 +533,39 @@ def test_shutdown_during_an_edit_exits_cleanly(slow_model: str) -> None:
     assert code == 0
 
 
+HANGING_RESOLVE = (
+    "import threading\n"
+    "from cad.server import serve\n"
+    "serve.resolve = lambda *args: threading.Event().wait()"
+)
+
+
+def test_an_edit_that_hangs_does_not_keep_the_server_alive_after_exit() -> None:
+    """A worker stuck where no cancel flag reaches it (here: resolving a given program that
+    never returns) must not keep the process alive once the client has left: it ends within
+    the grace period, with the status the protocol gives (0 after shutdown), and says why."""
+    program = format(oracle(LONG, LONG))
+
+    async def scenario():
+        c = Client()
+        await c.start(prelude=HANGING_RESOLVE)
+        c.open(LONG)
+        pending = asyncio.ensure_future(
+            c.edit({"uri": URI, "instruction": "-", "program": program})
+        )
+        while "editing" not in c.statuses:
+            await asyncio.sleep(0.05)
+        await c.client.shutdown_async(None)
+        c.client.exit(None)
+        await c.client.stop()
+        pending.cancel()
+        return c.client._server.returncode, await c.client._server.stderr.read()
+
+    code, stderr = run(scenario())
+    assert code == 0
+    assert b"still running 10 s after the client left; exiting now" in stderr
+
+
 @pytest.mark.parametrize(
     ("values", "mode"),
     [
