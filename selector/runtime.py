@@ -13,7 +13,9 @@ Shapes are what keeps graphs and compiled code to a handful: a forward of ``n`` 
 padded to the next of :data:`BUCKETS` (longer appends go in chunks of the largest), it
 attends over a power-of-two window of the cache (:func:`window_size`), the cache capacity is
 a power of two grown by doubling, and the cache position is a tensor input, so nothing is
-captured or compiled again as decoding advances. Every input crosses to the device in one
+captured or compiled again as decoding advances. Without graphs or compiling (the packed
+CPU runtime) shapes need not repeat: a forward runs at its own width over exactly the filled
+slots. Every input crosses to the device in one
 asynchronous copy; nothing is read back.
 """
 
@@ -125,15 +127,16 @@ class CacheTensors:
 
     def window(self, size: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Every layer's keys and values over the first ``size`` slots (views, made once
-        per size)."""
+        per size: the few sizes :func:`window_size` gives)."""
         if size == self.capacity:
             return self.keys, self.values
         if size not in self.windows:
-            self.windows[size] = (
-                [t[:, :, :size] for t in self.keys],
-                [t[:, :, :size] for t in self.values],
-            )
+            self.windows[size] = self.first(size)
         return self.windows[size]
+
+    def first(self, size: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Every layer's keys and values over the first ``size`` slots, as new views."""
+        return [t[:, :, :size] for t in self.keys], [t[:, :, :size] for t in self.values]
 
 
 def _empty() -> CacheTensors:
@@ -174,11 +177,6 @@ class StaticCache:
     def get_seq_length(self) -> int:
         """Positions held (the name transformers' caches use)."""
         return self.length
-
-    def window(self, end: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The keys and values a forward writing below slot ``end`` attends over
-        (:func:`window_size`)."""
-        return self.tensors.window(window_size(end, self.capacity))
 
 
 class StaticRuntime:
@@ -325,6 +323,18 @@ class StaticRuntime:
         CUDA graph serves again); uncompiled forwards without graphs run at their own size."""
         return self.compiled or self.graphs is not None
 
+    def _window(
+        self, cache: StaticCache, end: int
+    ) -> tuple[int, tuple[list[torch.Tensor], list[torch.Tensor]]]:
+        """The cache slots a forward writing below slot ``end`` attends over, and every
+        layer's keys and values over them: a power-of-two window (:func:`window_size`) when
+        forwards are :attr:`padded`, so that shapes repeat, else exactly the first ``end``
+        slots (attention then reads no empty slot: up to half its work on a long document)."""
+        if self.padded:
+            size = window_size(end, cache.capacity)
+            return size, cache.tensors.window(size)
+        return end, cache.tensors.first(end)
+
     def _size(self, size: int) -> int:
         """The width a forward of ``size`` tokens runs at: its bucket when forwards are
         :attr:`padded`, else ``size`` itself."""
@@ -349,8 +359,7 @@ class StaticRuntime:
         for size in pieces:
             chunk, padded = token_ids[first : first + size], self._size(size)
             first += size
-            window = window_size(cache.length + padded, cache.capacity)
-            keys, values = cache.tensors.window(window)
+            window, (keys, values) = self._window(cache, cache.length + padded)
 
             def body(packed: torch.Tensor, keys=keys, values=values, padded=padded) -> Any:
                 tokens, start, last = packed[:padded][None], packed[padded], packed[padded + 1 :]
@@ -375,8 +384,7 @@ class StaticRuntime:
         size = len(tokens)
         padded = self._size(size)
         self.reserve(cache, padded)
-        window = window_size(cache.length + padded, cache.capacity)
-        keys, values = cache.tensors.window(window)
+        window, (keys, values) = self._window(cache, cache.length + padded)
 
         def body(packed: torch.Tensor) -> Any:
             nodes, links, start = packed[:padded][None], packed[padded:-1], packed[-1]
@@ -408,8 +416,7 @@ class StaticRuntime:
             padded = self._size(len(moving))
             base = past + start
             rest = range(past + size, base + padded)
-            window = window_size(max(base + padded, past + max(moving) + 1), cache.capacity)
-            keys, values = cache.tensors.window(window)
+            window, (keys, values) = self._window(cache, max(base + padded, past + max(moving) + 1))
 
             def body(packed: torch.Tensor) -> None:
                 self._compact(keys, values, packed[:padded], packed[padded:])

@@ -206,6 +206,39 @@ def test_windowed_attention_gives_the_logits_of_full_attention(qwen, monkeypatch
         assert got.argmax(dim=-1).tolist() == expected.argmax(dim=-1).tolist()
 
 
+def test_unpadded_forwards_attend_over_exactly_the_filled_slots(qwen, monkeypatch) -> None:
+    """Without graphs or compiling a forward runs at its own width over exactly the slots
+    up to its end, and gives the logits of the padded, windowed forwards."""
+    outputs: dict[bool, list[torch.Tensor]] = {}
+    ends: list[int] = []
+    for padded in (True, False):
+        monkeypatch.setattr(StaticRuntime, "padded", property(lambda _, p=padded: p))
+        runtime = StaticRuntime(qwen.model, qwen.device, compile=False)
+        if not padded:
+
+            def recording(forward: Any) -> Any:
+                def run(parts, keys, values, tokens, start, *rest):
+                    ends.append((keys[0].shape[2], int(start) + tokens.shape[1]))
+                    return forward(parts, keys, values, tokens, start, *rest)
+
+                return run
+
+            runtime._forward = recording(runtime._forward)
+            runtime._forward_last = recording(runtime._forward_last)
+        cache = runtime.new_cache()
+        parents = [-1, 0, 1, 1, 3, 0, 5, 6, 2, 8]
+        logits = [kv.prefill(qwen.model, cache, _tokens(1, 300), qwen.device)]
+        hidden = runtime.verify_tree(cache, _tokens(2, len(parents)), parents)
+        with torch.inference_mode():
+            logits.append(qwen.model.get_output_embeddings()(hidden).float())
+        runtime.keep(cache, 300, [0, 1, 3, 4])
+        logits.append(kv.append(qwen.model, cache, _tokens(3, 9), qwen.device))
+        outputs[padded] = logits
+    assert ends == [(300, 300), (310, 310), (313, 313)]
+    for got, expected in zip(outputs[False], outputs[True], strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
 # -- graphs captured per shape, replayed from their inputs ------------------------------------
 
 
