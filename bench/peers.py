@@ -429,16 +429,6 @@ def _cell(s: dict[str, float], digits: int, unit: str = "") -> str:
     return f"{s['median']:.{digits}f}{unit} ({low:.{digits}f}–{high:.{digits}f})"
 
 
-def runtime_name(loaded: Any) -> str:
-    """How cad's forwards run on ``loaded``: compiled, CUDA graphs, packed CPU weights or
-    transformers' eager forward."""
-    if loaded.compiled:
-        return "compiled static runtime"
-    if loaded.graphs:
-        return "static runtime, CUDA graphs"
-    return "static runtime, packed weights" if loaded.packed else "eager forwards"
-
-
 def markdown(result: dict[str, Any]) -> str:
     """The peer table: one row per method, medians per edit with their interquartile range;
     a method that could not run says why."""
@@ -578,7 +568,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 cad_model = load_model(str(folder), device=args.device, dtype=args.dtype)
                 enable_compile(cad_model)
             table.update(cad_methods(cad_model, config_name, config))
-        cad_runtime = runtime_name(cad_model)
+        cad_runtime = cad_model.forward_path
         if "transformers" in families:
             table.update(transformers_methods(loaded, budget, args.hf_compile))
         runs: dict[str, dict[str, Run]] = {name: {} for name in table}

@@ -358,21 +358,11 @@ def _cell(s: dict[str, float], digits: int) -> str:
     return f"{s['median']:.{digits}f} ({s['q1']:.{digits}f}–{s['q3']:.{digits}f})"
 
 
-def _runtime(result: dict) -> str:
-    """How the forwards ran: compiled, as CUDA graphs, with packed CPU weights, or
-    transformers' eager forward."""
-    if result.get("compiled"):
-        return "compiled forwards"
-    if result.get("packed"):
-        return "static runtime, packed weights"
-    return "CUDA graphs" if result.get("graphs") else "eager forwards"
-
-
 def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
     """The results table: medians per edit with their interquartile range."""
     summary, timed = result["summary"], result["timed"]
     how = "forwards replayed without a model" if not timed else f"{result['model']}, "
-    how += "" if not timed else f"{result['dtype']}, {result['device']}, {_runtime(result)}"
+    how += "" if not timed else f"{result['dtype']}, {result['device']}, {result['forward_path']}"
     sizes = ""
     if result.get("min_tokens"):
         sizes += f", at least {result['min_tokens']} tokens"
@@ -534,8 +524,7 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": str(loaded.dtype).removeprefix("torch.") if loaded else "",
         "device": machine() if loaded else "",
         "compiled": args.compile,
-        "graphs": loaded.graphs if loaded else False,
-        "packed": loaded.packed if loaded else False,
+        "forward_path": loaded.forward_path if loaded else "",
         "methods": names,
         "budget": first.budget,
         "configs": {name: replace(config, rates={}).to_json() for name, config in configs.items()},

@@ -97,6 +97,15 @@ class LoadedModel:
         runtime = installed(self.model)
         return runtime is not None and runtime.parts.packed
 
+    @property
+    def forward_path(self) -> str:
+        """How this model's forwards run, in words (for logs and benchmark tables)."""
+        if self.compiled:
+            return "compiled static runtime"
+        if self.graphs:
+            return "static runtime, CUDA graphs"
+        return "static runtime, packed weights" if self.packed else "eager forwards"
+
     def warm_up(self) -> None:
         """Pay for lazy initialisation before the first real edit: one tiny forward, or
         through the static runtime the common graphs and compiled parts (forwards of each
@@ -183,6 +192,7 @@ def use_runtime(
     not know is a :class:`ModelLoadError` with ``compile`` and falls back to the eager
     forward (logged) otherwise."""
     from cad.selector.runtime import UnsupportedModel, install, uninstall
+    from cad.selector.static_forward import ModelParts
 
     uninstall(loaded.model)
     wants_graphs = loaded.device.type == "cuda" and graphs is not False
@@ -194,13 +204,10 @@ def use_runtime(
         except UnsupportedModel as exc:
             log.warning("CUDA graphs are off: %s", exc)
     elif loaded.device.type == "cpu" and graphs is not False:
-        try:
-            runtime = install(loaded.model, loaded.device, compile=False, graphs=False)
-        except UnsupportedModel as exc:
-            log.info("the static runtime is off: %s", exc)
+        if ModelParts.would_pack(loaded.model):
+            install(loaded.model, loaded.device, compile=False, graphs=False)
         else:
-            if not runtime.parts.packed:
-                uninstall(loaded.model)
+            log.info("the static runtime is off: it is faster on a CPU with packed weights only")
     return loaded
 
 

@@ -337,33 +337,16 @@ class ModelParts:
         :class:`UnsupportedModel` for architectures whose layers this forward does not
         reproduce (sliding windows, dynamic rotary scaling, other block layouts). Its
         layers are :class:`FusedLayer` when every one of them can be fused; ``pack``
-        allows oneDNN's packed copies of their weights where
-        :func:`cpu_packing.packing_wanted` says so (a compiler cannot take them)."""
-        network = model.get_base_model() if hasattr(model, "get_base_model") else model
+        allows oneDNN's packed copies of their weights where :meth:`would_pack` says so (a
+        compiler cannot take them)."""
+        network = _supported_network(model)
         config = network.config
-        kind = getattr(config, "model_type", "?")
-        if kind not in ARCHITECTURES:
-            raise UnsupportedModel(
-                f"the static-cache runtime supports {', '.join(ARCHITECTURES)} models, not {kind}"
-            )
-        if any(layer != "full_attention" for layer in getattr(config, "layer_types", None) or []):
-            raise UnsupportedModel(f"{kind} with sliding-window layers is not supported")
-        rope = getattr(config, "rope_parameters", None) or {}
-        if rope.get("rope_type", "default") in ("dynamic", "longrope"):
-            raise UnsupportedModel(f"rotary scaling {rope['rope_type']!r} is not supported")
         body = network.model
         attention = body.layers[0].self_attn
         heads = config.num_attention_heads
         every = all(map(fusable, body.layers))
         head = network.lm_head
-        packed = (
-            pack
-            and every
-            and _plain_linear(head)
-            and cpu_packing.packing_wanted(
-                [w for layer in body.layers for w in _projection_weights(layer)] + [head.weight]
-            )
-        )
+        packed = pack and cls.would_pack(model)
         fused = [fuse(layer, packed=packed) for layer in body.layers] if every else []
         return cls(
             embed=body.embed_tokens,
@@ -380,6 +363,43 @@ class ModelParts:
             before=fused_before_attention if every else before_attention,
             after=fused_after_attention if every else after_attention,
         )
+
+    @staticmethod
+    def would_pack(model: Any) -> bool:
+        """Whether :meth:`of` would pack ``model``'s weights: a supported architecture whose
+        layers can all be fused, a plain output projection, and
+        :func:`cpu_packing.packing_wanted` agreeing. Asked before building the parts, it
+        spares fusing a model that would then not be packed."""
+        try:
+            network = _supported_network(model)
+        except UnsupportedModel:
+            return False
+        layers, head = network.model.layers, network.lm_head
+        return (
+            all(map(fusable, layers))
+            and _plain_linear(head)
+            and cpu_packing.packing_wanted(
+                [w for layer in layers for w in _projection_weights(layer)] + [head.weight]
+            )
+        )
+
+
+def _supported_network(model: Any) -> Any:
+    """The causal LM under ``model`` (a PEFT wrapper is looked through), or
+    :class:`UnsupportedModel` for architectures whose layers this forward does not reproduce."""
+    network = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = network.config
+    kind = getattr(config, "model_type", "?")
+    if kind not in ARCHITECTURES:
+        raise UnsupportedModel(
+            f"the static-cache runtime supports {', '.join(ARCHITECTURES)} models, not {kind}"
+        )
+    if any(layer != "full_attention" for layer in getattr(config, "layer_types", None) or []):
+        raise UnsupportedModel(f"{kind} with sliding-window layers is not supported")
+    rope = getattr(config, "rope_parameters", None) or {}
+    if rope.get("rope_type", "default") in ("dynamic", "longrope"):
+        raise UnsupportedModel(f"rotary scaling {rope['rope_type']!r} is not supported")
+    return network
 
 
 def chain_layout(

@@ -111,12 +111,15 @@ def test_on_a_cpu_the_default_is_the_packed_runtime_and_compile_installs_the_com
     runtime = installed(loaded.model)
     assert runtime is not None and runtime.parts.packed
     assert loaded.packed and not loaded.graphs and not loaded.compiled
+    assert loaded.forward_path == "static runtime, packed weights"
     use_runtime(loaded, graphs=False)
     assert installed(loaded.model) is None and not loaded.packed
+    assert loaded.forward_path == "eager forwards"
     use_runtime(loaded, compile=True)
     runtime = installed(loaded.model)
     assert runtime is not None and runtime.compiled and runtime.graphs is None
     assert loaded.compiled and not loaded.graphs and not loaded.packed
+    assert loaded.forward_path == "compiled static runtime"
     monkeypatch.setenv(PACKING_ENV, "0")
     use_runtime(loaded)
     assert installed(loaded.model) is None
