@@ -404,17 +404,20 @@ def summarise(runs: dict[str, dict[str, Run]], edits: list[Edit]) -> dict[str, A
     return out
 
 
-def label(name: str, budget: int, compiled: bool, ngram: tuple[int, int]) -> str:
-    """A row's description in the table."""
+def label(name: str, result: dict[str, Any]) -> str:
+    """A row's description in the table (``result``: the run's budgets and settings)."""
+    ngram = result["ngram"]
     if name.startswith("vllm:ngram-"):
         k = name.removeprefix("vllm:ngram-")
         return f"vLLM, n-gram speculative, {k} draft tokens (n-grams {ngram[0]}–{ngram[1]})"
     if name.startswith("transformers:pld-"):
         k = name.removeprefix("transformers:pld-")
         return f"transformers `generate`, prompt lookup, {k} draft tokens"
+    budget, compiled = result["budget"], result["hf_compiled"]
+    program_budget = result.get("program_budget", budget)
     return {
         "cad:rewrite": f"cad rewrite mode (draft budget {budget})",
-        "cad:program": f"cad program mode, oracle program, speculative (budget {budget})",
+        "cad:program": f"cad program mode, oracle program, speculative (budget {program_budget})",
         "transformers:ar-static": "transformers `generate`, static cache"
         + (", compiled" if compiled else ""),
         "vllm:ar": "vLLM, plain decoding",
@@ -433,7 +436,6 @@ def markdown(result: dict[str, Any]) -> str:
     """The peer table: one row per method, medians per edit with their interquartile range;
     a method that could not run says why."""
     summary, notes = result["summary"], result["notes"]
-    budget, compiled, ngram = result["budget"], result["hf_compiled"], tuple(result["ngram"])
     lines = [
         f"{result['corpus']} ({result['n']} edits, split {result['split']}"
         f"{result['range']}), {result['model']}, {result['dtype']}, {result['machine']}; "
@@ -445,7 +447,7 @@ def markdown(result: dict[str, Any]) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in result["methods"]:
-        described = label(name, budget, compiled, ngram)
+        described = label(name, result)
         if name in notes:
             lines.append(f"| {described} | {notes[name]} | | | | | | |")
             continue
@@ -462,11 +464,11 @@ def markdown(result: dict[str, Any]) -> str:
     best = summary.get("best_peer")
     if best:
         s = summary[best]
-        parts = [f"{label(best, budget, compiled, ngram)}, {s['ms']['median']:.0f} ms per edit"]
+        parts = [f"{label(best, result)}, {s['ms']['median']:.0f} ms per edit"]
         for mode in CAD_METHODS:
             if f"over_{mode}" in s:
                 ratio = s[f"over_{mode}"]["median"]
-                parts.append(f"{ratio:.2f}× the time of {label(mode, budget, compiled, ngram)}")
+                parts.append(f"{ratio:.2f}× the time of {label(mode, result)}")
         lines += ["", "Best peer configuration: " + "; ".join(parts) + "."]
     return "\n".join(lines) + "\n"
 
@@ -627,6 +629,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dtype": args.dtype,
         "machine": machine(),
         "budget": budget,
+        "program_budget": config.program_draft_budget,
         "cad_compiled": cad_compile,
         "cad_runtime": cad_runtime,
         "hf_compiled": hf_compiled,

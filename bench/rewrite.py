@@ -24,7 +24,8 @@ the p50 and p90 over every forward of every edit; with a model, from
 draft configuration is measured on edits it was not calibrated on. ``--configs`` lists the
 draft configurations to run: ``default`` (the shipped accelerator one), ``cpu`` (the shipped
 CPU one) and/or JSON files from ``cad calibrate``, each a rewrite row of its own; the first
-one's budget is the equal budget given to prompt lookup and to program mode.
+one's budget is the equal budget given to prompt lookup, and its program budget (the same
+unless it gives one) is program mode's.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class Programs:
 
     def __init__(self, tokenizer, index: ProgramTokenIndex, config: DraftConfig) -> None:
         self.tokenizer = tokenizer
-        self.pricing = Pricing(index, self.encode, config.budget, config.program)
+        self.pricing = Pricing(index, self.encode, config.program_draft_budget, config.program)
         self.cache: dict[str, tuple[Program, Program]] = {}
 
     def encode(self, text: str) -> list[int]:
@@ -235,7 +236,7 @@ def replay_methods(
             encode,
             example.before,
             chosen,
-            budget=0 if name == "program-sequential" else budget,
+            budget=0 if name == "program-sequential" else first.program_draft_budget,
             prior=first.program,
             prompt_tokens=len(prompt),
             clock=timer,
@@ -321,7 +322,8 @@ def summarise(rows: list[dict], names: list[str], timed: bool) -> dict:
 
 
 def _label(name: str, configs: dict[str, DraftConfig]) -> str:
-    budget = next(iter(configs.values())).budget
+    first = next(iter(configs.values()))
+    budget, program_budget = first.budget, first.program_draft_budget
     if name.startswith("rewrite:"):
         config = configs[name.split(":", 1)[1]]
         return (
@@ -334,8 +336,8 @@ def _label(name: str, configs: dict[str, DraftConfig]) -> str:
         "pld-budget": f"prompt lookup ({budget} draft tokens, equal budget)",
         "perfect-draft": f"any drafter at budget {budget}, drafts always right (lower bound)",
         "program-sequential": "program mode, oracle program, one decision per forward",
-        "program": f"program mode, oracle program, speculative (budget {budget})",
-        "program-subline": f"program mode, sub-line oracle, speculative (budget {budget})",
+        "program": f"program mode, oracle program, speculative (budget {program_budget})",
+        "program-subline": f"program mode, sub-line oracle, speculative (budget {program_budget})",
     }[name]
 
 

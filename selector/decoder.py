@@ -136,7 +136,8 @@ def _allowed(row: torch.Tensor, token: int) -> bool:
 class ProgramDecoding:
     """What every program decoder holds for one loaded model: the token budget, sub-line
     mode, sampling, the draft budget per forward (``draft_budget``, default: the draft
-    configuration's; 0 decodes one model-decided token per forward) and the tokenizer's
+    configuration's program budget; 0 decodes one model-decided token per forward) and the
+    tokenizer's
     program token index."""
 
     def __init__(
@@ -154,7 +155,7 @@ class ProgramDecoding:
         self.subline = subline
         self.sampling = sampling or Sampling()
         self.config = config or load_draft_config(device=loaded.device)
-        self.budget = self.config.budget if draft_budget is None else draft_budget
+        self.budget = self.config.program_draft_budget if draft_budget is None else draft_budget
         if self.budget < 0:
             raise ValueError("the draft budget cannot be negative")
         self.index = ProgramTokenIndex.for_tokenizer(loaded.tokenizer, loaded.vocab_size)

@@ -213,10 +213,14 @@ class DraftConfig:
     ``editing`` it (the last token did or did not follow the alignment). ``budget`` is how
     many drafted nodes one forward verifies at most; nodes whose reach (the calibrated
     probability that verification accepts them) is below ``min_reach`` are not verified, so
-    a forward is small when the drafts are doubtful."""
+    a forward is small when the drafts are doubtful. ``program_budget`` is the budget of
+    program mode's draft trees (``None``: ``budget``): on a CPU, where a forward costs in
+    proportion to its tokens, program mode's trees pay for copied text they guess wrong, and
+    a smaller budget decodes faster."""
 
     draft_length: int = 128
     budget: int = 64
+    program_budget: int | None = None
     min_reach: float = 0.0
     aligned: int = 2
     ngram: int = 2
@@ -234,6 +238,12 @@ class DraftConfig:
         counts = (self.draft_length, self.budget, self.aligned, self.ngram, self.output, self.top_k)
         if min(counts) < 0 or self.draft_length < 1:
             raise DraftConfigError("draft_length must be positive and the counts non-negative")
+        if self.program_budget is not None and (
+            isinstance(self.program_budget, bool)
+            or not isinstance(self.program_budget, int)
+            or self.program_budget < 0
+        ):
+            raise DraftConfigError("program_budget must be a non-negative integer or null")
         if not 1 <= self.min_ngram <= self.max_ngram:
             raise DraftConfigError("need 1 <= min_ngram <= max_ngram")
         if not 0.0 <= self.min_reach < 1.0:
@@ -250,6 +260,11 @@ class DraftConfig:
                     )
         if any(n < 1 for n in self.lengths.values()):
             raise DraftConfigError("lengths must be positive")
+
+    @property
+    def program_draft_budget(self) -> int:
+        """Drafted nodes one forward of program mode verifies at most."""
+        return self.budget if self.program_budget is None else self.program_budget
 
     def rate(self, key: str, depth: int, copying: bool = False) -> float:
         """Calibrated acceptance of ``key`` at ``depth`` (1 = the first drafted token) in the

@@ -331,6 +331,24 @@ def test_a_one_line_fix_needs_few_forwards_whatever_the_document_length(qwen2_to
     assert forwards[-1] - forwards[0] <= 2
 
 
+def test_program_mode_drafts_with_the_program_budget_of_its_configuration(tiny_qwen) -> None:
+    """On a CPU the shipped configuration gives program mode a smaller budget than rewrite
+    mode's (program trees pay for every copied token they guess wrong); elsewhere the two are
+    one. An explicit draft budget overrides either."""
+    cpu = load_draft_config(device="cpu")
+    accelerator = load_draft_config(device="cuda")
+    assert cpu.program_budget is not None and cpu.program_draft_budget < cpu.budget
+    assert accelerator.program_budget is None
+    assert accelerator.program_draft_budget == accelerator.budget
+    assert Decoder(tiny_qwen, config=cpu).budget == cpu.program_draft_budget
+    assert Decoder(tiny_qwen, config=cpu, draft_budget=40).budget == 40
+    document = "".join(f"value_{i} = {i}\n" for i in range(60))
+    program = oracle(document, document.replace("value_30 = 30", "value_30 = -30"))
+    result = Decoder(tiny_qwen, config=cpu).edit(document, "negate", program=program)
+    assert result.stats.forwards > 0
+    assert result.stats.drafted_tokens <= cpu.program_draft_budget * (result.stats.forwards + 1)
+
+
 @pytest.mark.parametrize("kind", DRAFTERS)
 def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer, kind: str) -> None:
     from cad.resolver import CopyLines

@@ -233,6 +233,14 @@ def test_the_program_prior_is_read_off_oracle_programs(qwen2_tokenizer) -> None:
     assert DraftConfig.from_json(config.to_json()) == config
 
 
+@pytest.mark.parametrize("value", ["-1", "1.5", "true", '"16"'])
+def test_a_bad_program_budget_is_one_clear_error(value: str) -> None:
+    from cad.selector.draft_config import DraftConfigError
+
+    with pytest.raises(DraftConfigError, match="program_budget must be"):
+        DraftConfig.from_json(f'{{"program_budget": {value}}}')
+
+
 @pytest.mark.parametrize(
     ("program", "message"),
     [
