@@ -103,11 +103,12 @@ def test_a_tiny_temperature_samples_the_greedy_tokens(tiny_qwen) -> None:
         assert stats.copied_tokens > 0
 
 
-def test_the_shipped_configurations_differ_by_device_only_in_the_reach_threshold() -> None:
+def test_the_shipped_configurations_differ_by_device_in_reach_and_program_budget() -> None:
     accelerator, cpu = load_draft_config(device="cuda"), load_draft_config(device="cpu")
     assert load_draft_config() == accelerator
     assert (accelerator.min_reach, cpu.min_reach) == (0.0, 0.1)
-    assert replace(cpu, min_reach=0.0, calibrated_on="", rates={}) == replace(
+    assert (accelerator.program_budget, cpu.program_budget) == (None, 16)
+    assert replace(cpu, min_reach=0.0, program_budget=None, calibrated_on="", rates={}) == replace(
         accelerator, calibrated_on="", rates={}
     )
 
