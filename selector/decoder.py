@@ -137,8 +137,7 @@ class ProgramDecoding:
     """What every program decoder holds for one loaded model: the token budget, sub-line
     mode, sampling, the draft budget per forward (``draft_budget``, default: the draft
     configuration's program budget; 0 decodes one model-decided token per forward) and the
-    tokenizer's
-    program token index."""
+    tokenizer's program token index."""
 
     def __init__(
         self,

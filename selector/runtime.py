@@ -15,8 +15,7 @@ attends over a power-of-two window of the cache (:func:`window_size`), the cache
 a power of two grown by doubling, and the cache position is a tensor input, so nothing is
 captured or compiled again as decoding advances. Without graphs or compiling (the packed
 CPU runtime) shapes need not repeat: a forward runs at its own width over exactly the filled
-slots. Every input crosses to the device in one
-asynchronous copy; nothing is read back.
+slots. Every input crosses to the device in one asynchronous copy; nothing is read back.
 """
 
 from __future__ import annotations

@@ -346,7 +346,7 @@ class ModelParts:
         heads = config.num_attention_heads
         every = all(map(fusable, body.layers))
         head = network.lm_head
-        packed = pack and cls.would_pack(model)
+        packed = pack and every and _packing_wanted(network)
         fused = [fuse(layer, packed=packed) for layer in body.layers] if every else []
         return cls(
             embed=body.embed_tokens,
@@ -374,14 +374,16 @@ class ModelParts:
             network = _supported_network(model)
         except UnsupportedModel:
             return False
-        layers, head = network.model.layers, network.lm_head
-        return (
-            all(map(fusable, layers))
-            and _plain_linear(head)
-            and cpu_packing.packing_wanted(
-                [w for layer in layers for w in _projection_weights(layer)] + [head.weight]
-            )
-        )
+        return all(map(fusable, network.model.layers)) and _packing_wanted(network)
+
+
+def _packing_wanted(network: Any) -> bool:
+    """Whether the fusable layers of ``network`` and its output projection (if a plain
+    linear layer) should be packed: :func:`cpu_packing.packing_wanted` on their weights."""
+    layers, head = network.model.layers, network.lm_head
+    return _plain_linear(head) and cpu_packing.packing_wanted(
+        [w for layer in layers for w in _projection_weights(layer)] + [head.weight]
+    )
 
 
 def _supported_network(model: Any) -> Any:

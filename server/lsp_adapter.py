@@ -512,6 +512,18 @@ class SocketWriter:
         self.connection.close()
 
 
+def post_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> bool:
+    """Run ``callback(*args)`` on the event loop from another thread; ``False`` once the loop
+    has closed (the server is exiting, so there is no one left to tell)."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        if not loop.is_closed():
+            raise
+        return False
+    return True
+
+
 class ClientWriter:
     """pygls's writer interface over the connection to the client, quiet once that
     connection has ended. pygls answers a failed write by telling the client about it, which
@@ -564,13 +576,6 @@ def serve_stream(
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
 
-        def post(callback: Callable[..., None], *args: Any) -> bool:
-            try:
-                loop.call_soon_threadsafe(callback, *args)
-            except RuntimeError:  # the loop has closed: the server is exiting
-                return False
-            return True
-
         def end() -> None:
             if not ended.done():
                 log.info("the client closed the connection")
@@ -579,13 +584,13 @@ def serve_stream(
         def pump() -> None:
             try:
                 for body in FrameReader(reader, max_bytes, problem):
-                    if not post(dispatch, protocol, body):
+                    if not post_to_loop(loop, dispatch, protocol, body):
                         return
             except (OSError, ValueError) as exc:
                 log.warning("cannot read from the client (%s)", exc)
-            post(end)
+            post_to_loop(loop, end)
 
-        connection.on_lost = lambda: post(end)
+        connection.on_lost = lambda: post_to_loop(loop, end)
         threading.Thread(target=pump, name="cad-lsp-reader", daemon=True).start()
         await ended
 

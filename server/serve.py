@@ -37,6 +37,7 @@ from cad.resolver import Document, ProgramError, format_program, parse, resolve
 from cad.server.lsp_adapter import (
     CadProtocol,
     ReceivedCommand,
+    post_to_loop,
     serve_stdio,
     serve_tcp,
     shorten,
@@ -55,8 +56,6 @@ EDIT_SELECTION = "cad.editSelection"
 APPLY_PROGRAM = "cad.applyProgram"
 MAX_POSITION = 2**31 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 EXIT_GRACE_S = 10.0
 """How long the process may take to end after the client leaves (see ``leave_within``)."""
 RESETTABLE_SETTINGS = frozenset({"draftBudget"})
@@ -868,17 +867,6 @@ def _reporter(
         )
 
     return report
-
-
-def post_to_loop(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
-    """Run ``callback(*args)`` on the event loop from the worker thread; once the loop has
-    closed (the client said ``exit`` while an edit ran) there is no one to tell, and the
-    edit's cancel flag is already set, so the message is dropped."""
-    try:
-        loop.call_soon_threadsafe(callback, *args)
-    except RuntimeError:
-        if not loop.is_closed():
-            raise
 
 
 def leave_within(seconds: float, status: Callable[[], int]) -> None:
