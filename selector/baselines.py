@@ -42,7 +42,7 @@ def regenerate(loaded: LoadedModel, document: str, instruction: str, target: str
     _, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "ar")
     clock.next_forward()
     for token in target_ids:
-        kv.decode_one(loaded.model, cache, token, loaded.device)
+        int(kv.decode_one(loaded.model, cache, token, loaded.device).argmax())
         clock.forward()
         stats.forwards += 1
         clock.host("bookkeeping")
@@ -79,7 +79,7 @@ def prompt_lookup_steps(
 ) -> Iterator[tuple[int, list[int], int]]:
     """Prompt-lookup decoding of ``target_ids`` after ``prompt``, one forward per step:
     ``(the next target token, the draft verified after it, how many drafted tokens equal the
-    target)``. Acceptance needs no logits when the target is forced."""
+    target)``, computed from the target alone."""
     index = NgramIndex(max_ngram)
     index.extend(prompt)
     position = 0
@@ -108,9 +108,9 @@ def prompt_lookup(
     """Prompt-lookup decoding with an oracle target: each forward verifies the next target
     token plus a draft; the accepted draft prefix is exactly the part equal to the target.
     The drafting runs in native code, so its host cost per forward compares fairly with
-    rewrite mode's (``host_per_forward_s``). With the target forced no logits are read, so
-    none are projected, as in forced rewrite and program decoding: a forward costs what
-    feeding its tokens costs in every method."""
+    rewrite mode's (``host_per_forward_s``). Each forward projects the logits of every
+    position it feeds and makes the greedy choices up to the first refused draft token, as
+    prompt lookup does unforced, before the target replaces them."""
     start = time.perf_counter()
     prompt, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "pld")
     steps = prompt_lookup_steps(prompt, target_ids, num_draft, max_ngram)
@@ -119,7 +119,8 @@ def prompt_lookup(
     for token, draft, accepted in steps:
         clock.host("draft")
         kept = kv.cache_length(cache) + 1
-        kv.feed(loaded.model, cache, [token, *draft], loaded.device)
+        logits = kv.verify(loaded.model, cache, [token, *draft], loaded.device)
+        logits[: accepted + 1].argmax(dim=-1).tolist()
         kv.truncate(cache, kept + accepted)
         clock.forward()
         stats.forwards += 1

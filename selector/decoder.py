@@ -335,14 +335,16 @@ def accept(
 ) -> tuple[list[int], list[int]]:
     """Step 3: walk down from the end of the known chain, the tape deciding as the model
     chooses and taking every forced literal and copied text; returns the accepted path
-    (graph nodes, chain included) and the tape's tokens the next forward must feed."""
+    (graph nodes, chain included) and the tape's tokens the next forward must feed. A
+    forced program is followed in one native call only without a model (a replay); with
+    one, every decision still makes the model's choice (see :class:`Choice`)."""
     if isinstance(tape, NativeTape):
         path, pending = tape.accept(
             graph,
             known,
             limit,
             lambda node: choose(tape, graph, logits, node, limit),
-            choose.target,
+            choose.target if choose.chooser is None else None,
         )
         return path.tolist(), pending
     node = known - 1

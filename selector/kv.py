@@ -46,8 +46,7 @@ def append(model: Any, cache: Any, token_ids: list[int], device: torch.device) -
 @torch.inference_mode()
 def feed(model: Any, cache: Any, token_ids: list[int], device: torch.device) -> None:
     """Feed ``token_ids`` after the cached sequence without projecting any logits: a chain
-    whose next-token logits nobody reads (the known tokens before a draft tree's root, the
-    tokens a forced baseline verifies)."""
+    whose next-token logits nobody reads (the known tokens before a draft tree's root)."""
     if isinstance(cache, StaticCache):
         for first in range(0, len(token_ids), MAX_TREE):
             piece = token_ids[first : first + MAX_TREE]

@@ -45,6 +45,7 @@ from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.speculation import (
     MAX_CHAIN_WITH_DRAFTS,
     Choice,
+    Logits,
     ProgressCallback,
     verify_draft,
 )
@@ -292,6 +293,26 @@ def _accept(
         path.append(child)
 
 
+def _charge(
+    tree: DraftTree,
+    logits: Logits,
+    choose: Choice,
+    nodes: list[int],
+    mask: _SyntaxMask | None,
+    states: np.ndarray | None,
+) -> None:
+    """The model's choices after ``nodes`` (the walk a forced rewrite accepted), made as
+    :func:`_accept` makes them and dropped: a forced rewrite pays the projections, masks and
+    choices of the decode it stands in for."""
+    if mask is None:
+        choose.charge(logits, nodes)
+        return
+    assert states is not None
+    for node in nodes:
+        mask.state = int(states[node])
+        choose.one(mask, logits[node], tree.child_tokens(node))
+
+
 def speculate(
     loaded: LoadedModel,
     prompt_ids: list[int],
@@ -309,7 +330,9 @@ def speculate(
 ) -> tuple[list[int], RewriteStats]:
     """Decode after ``prompt_ids`` with drafts from ``document_ids``; returns the output
     tokens (end-of-sequence excluded) and the costs. With ``target_ids`` the model's choice
-    is the target's token (oracle mode); otherwise greedy or sampled as ``sampling`` says.
+    is the target's token (oracle mode: the choices are still made and then dropped, so the
+    decode costs what it would if the model wrote the target); otherwise greedy or sampled
+    as ``sampling`` says.
     The first draft tree is verified in the prompt's own forward. Drafting steps are appended
     to ``trace`` when one is given. With ``syntax`` every choice is masked to the tokens that
     keep the output a prefix of the region's language (ending only where the file is whole)
@@ -357,6 +380,7 @@ def speculate(
                 tree, len(known), target, written, budget, stop_list
             )
             path = found.tolist()
+            _charge(tree, logits, choose, path[len(known) - 1 :], mask, states)
         else:
             assert isinstance(logits, NodeLogits)
             path, choice = _accept(
@@ -532,8 +556,10 @@ def rewrite_forced(
     syntax: SyntaxConstraint | None = None,
 ) -> DecodeResult:
     """Rewrite with the model's choices forced to ``target`` (the oracle, as the baselines
-    force it): every forward still runs, so forwards and wall-clock are real, and acceptance
-    can be measured without trained weights. ``syntax`` cuts the drafts as in
+    force it): every forward runs and every choice acceptance reaches is still made (the
+    logits projected, masked and chosen from) before the target's token replaces it, so
+    forwards and wall-clock are those of a model writing ``target``, and acceptance can be
+    measured without trained weights. ``syntax`` cuts the drafts as in
     :func:`rewrite` (the target itself must parse)."""
     config = with_budget(config, draft_budget, loaded.device)
     tokenizer = loaded.tokenizer

@@ -80,10 +80,13 @@ def verify_draft(
 
 
 class Choice:
-    """The model's choice at a draft-tree node, for both decode loops: the forced program's
-    token (program mode with ``target``), the argmax, or a sample by the speculative rule for
-    the drafted children, unmasked or under a mask (the program FSM's, a syntax
-    constraint's), packed and applied on the logits' device.
+    """The model's choice at a draft-tree node, for both decode loops: the argmax, or a
+    sample by the speculative rule for the drafted children, unmasked or under a mask (the
+    program FSM's, a syntax constraint's), packed and applied on the logits' device. With a
+    ``target`` (forced-program mode) the choice is still made, then replaced by the forced
+    program's token, so a forced decode costs what the model writing that program would;
+    with a ``target`` and no ``chooser`` (a replay without a model) the program's token is
+    taken directly.
 
     Unmasked choices are the logits' own (:meth:`NodeLogits.argmax`, :meth:`NodeLogits.sampled`:
     on a GPU decided for a chain of first children at once). Masked ones are made one node
@@ -123,22 +126,37 @@ class Choice:
     def __call__(self, tape: Any, tree: Any, logits: Logits, node: int, limit: int) -> int:
         """The choice at decision ``node`` of ``tree`` with ``tape`` (a program tape: its
         matcher gives the mask) standing there."""
-        if self.target is not None:
+        if self.chooser is None:
             return tape.target_token(self.target)
         drafted = list(tree.child_tokens(node))
         if not (self.batched and drafted and isinstance(logits, NodeLogits)):
-            return self.one(tape, logits[node], drafted)
+            choice = self.one(tape, logits[node], drafted)
+            return choice if self.target is None else tape.target_token(self.target)
         if self._logits is not logits:
             self._logits, self._known = logits, {}
         if node not in self._known:
-            self._known.update(self.along_path(tape, tree, logits, node, limit))
-        return self._known[node]
+            agree = self.target is not None
+            self._known.update(self.along_path(tape, tree, logits, node, limit, agree=agree))
+        if self.target is None:
+            return self._known[node]
+        return tape.target_token(self.target)
+
+    @torch.inference_mode()
+    def charge(self, logits: Logits, path: list[int]) -> None:
+        """The model's unmasked choices after the nodes of ``path``, made and dropped (see
+        :meth:`NodeLogits.charge`): a forced rewrite pays for the choices it replaces."""
+        self._lap("accept")
+        if isinstance(logits, NodeLogits):
+            logits.charge(path)
+        else:
+            for node in path:
+                int(logits[node].argmax())
+        self._lap("choose")
 
     @torch.inference_mode()
     def unmasked(self, logits: NodeLogits, node: int) -> int:
         """The choice after ``node`` with no mask: greedy or by the speculative rule."""
         chooser = self.chooser
-        assert chooser is not None
         self._lap("accept")
         if chooser.sampling.temperature <= 0:
             choice = logits.argmax(node)
@@ -168,10 +186,19 @@ class Choice:
         return choice
 
     def along_path(
-        self, tape: Any, tree: Any, logits: NodeLogits, node: int, limit: int
+        self,
+        tape: Any,
+        tree: Any,
+        logits: NodeLogits,
+        node: int,
+        limit: int,
+        *,
+        agree: bool = False,
     ) -> dict[int, int]:
         """The choices at the decision nodes of the draft path from ``node``, up to the first
-        that leaves it, made together with one read."""
+        that leaves it, made together with one read. With ``agree`` (a forced decode paying
+        for the choices it replaces) they are made and dropped, and every node of the path is
+        returned with its drafted token, as for a model whose choices follow the drafts."""
         chooser = self.chooser
         assert chooser is not None and self.walk is not None
         self._lap("accept")
@@ -182,11 +209,13 @@ class Choice:
         if chooser.sampling.temperature <= 0:
             chosen = dict(zip(nodes, greedy_path(rows, masks, expected), strict=False))
             self._lap("choose")
-            return chosen
+            return dict(zip(nodes, expected, strict=True)) if agree else chosen
         apply_token_bitmask_inplace(rows, to_device(masks, rows.device))
         children = [list(tree.child_tokens(n)) for n in nodes]
         picks = speculative_choices(rows, children, chooser.sampling, chooser.generator)
         self._lap("choose")
+        if agree:
+            return dict(zip(nodes, expected, strict=True))
         chosen = {}
         for decided, pick, draft in zip(nodes, picks, expected, strict=True):
             chosen[decided] = pick

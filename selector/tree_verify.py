@@ -195,6 +195,29 @@ class NodeLogits:
             self.choices.update(zip(nodes, picks, strict=False))
         return self.choices[node]
 
+    def charge(self, path: list[int]) -> None:
+        """Make the greedy choices after the nodes of ``path`` (a walk down the tree) and drop
+        them: the projections and choices an unforced decode makes when the model's choices
+        follow ``path``, so that a decode forced to a target costs what it would cost if the
+        model wrote the target itself. On a GPU a chain of first children is decided at once,
+        up to where ``path`` leaves it."""
+        index = 0
+        while index < len(path):
+            node = path[index]
+            if not self.batched:
+                int(self[node].argmax())
+                index += 1
+                continue
+            nodes = self.chain(node)
+            drafted = [self.graph.token(n) for n in nodes[1:]] + [-1]
+            greedy_path(self.rows(nodes), None, drafted)
+            shared = 1
+            while shared < len(nodes) and index + shared < len(path):
+                if nodes[shared] != path[index + shared]:
+                    break
+                shared += 1
+            index += shared
+
     def sampled(self, node: int, sampling: Sampling, generator: torch.Generator) -> int:
         """The model's sampled choice after ``node`` by the speculative rule over the tokens
         drafted below it (lossless: distributed as plain sampling)."""

@@ -18,6 +18,7 @@ from cad.selector import (
     prompt_lookup,
     regenerate,
 )
+from cad.selector.sampling import TokenChooser
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -32,6 +33,25 @@ def test_forced_program_is_byte_exact_on_every_heval_pair(tiny_qwen, language: s
         assert result.text == after
         assert result.program == program
         assert not result.stats.truncated
+
+
+def test_a_forced_program_still_makes_the_model_choose_at_every_decision(
+    tiny_qwen, monkeypatch
+) -> None:
+    """Forcing replaces the model's choices, not their cost: each decision still fills its
+    mask and chooses from the projected logits before the program's token is taken."""
+    fills: list[int] = []
+    real_fill = TokenChooser.fill
+
+    def counting_fill(self, matcher) -> None:
+        fills.append(1)
+        real_fill(self, matcher)
+
+    monkeypatch.setattr(TokenChooser, "fill", counting_fill)
+    before, after = heval_pairs("python")[0]
+    result = Decoder(tiny_qwen).edit(before, INSTRUCTION, program=oracle(before, after))
+    assert result.text == after
+    assert len(fills) == result.stats.generated_tokens > 0
 
 
 def test_forced_program_with_multi_digit_tokens_and_subline(tiny_llama) -> None:

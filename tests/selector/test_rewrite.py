@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from cad.selector import Cancelled, Sampling, kv, prompt_lookup
+from cad.selector import Cancelled, Sampling, kv, prompt_lookup, tree_verify
 from cad.selector.draft_config import load_draft_config
 from cad.selector.rewrite import (
     DraftStep,
@@ -88,6 +88,42 @@ def test_every_draft_wrong_costs_one_forward_per_token(tiny_qwen) -> None:
         assert output == reference
         assert stats.copied_tokens == 0
         assert stats.forwards == len(reference)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_forced_rewrite_pays_for_the_choices_it_replaces(
+    tiny_qwen, monkeypatch, batched: bool
+) -> None:
+    """Forced to the tokens the model writes by itself, a rewrite takes the same forwards and
+    projects the same logits, chunk for chunk: forcing replaces the choices, not their cost.
+    ``batched``: the choices along a chain made together, as on a GPU."""
+    monkeypatch.setattr(tree_verify, "batched_reads", lambda device: batched)
+    projected: list[int] = []
+    real_head = tree_verify.output_head
+
+    def counting_head(model):
+        head = real_head(model)
+
+        def project(hidden: torch.Tensor) -> torch.Tensor:
+            projected.append(hidden.shape[0])
+            return head(hidden)
+
+        return project
+
+    monkeypatch.setattr(tree_verify, "output_head", counting_head)
+    for seed in range(3):
+        prompt = _prompt(seed)
+        document = _documents(plain_greedy(tiny_qwen, prompt, 24), seed)["mutated"]
+        projected.clear()
+        output, unforced = speculate(tiny_qwen, prompt, document, config=CONFIG, max_new_tokens=24)
+        free = list(projected)
+        projected.clear()
+        forced_output, forced = speculate(
+            tiny_qwen, prompt, document, config=CONFIG, max_new_tokens=24, target_ids=output
+        )
+        assert forced_output == output
+        assert forced.forwards == unforced.forwards
+        assert projected == free and sum(free) > 0
 
 
 def test_a_tiny_temperature_samples_the_greedy_tokens(tiny_qwen) -> None:
