@@ -286,7 +286,7 @@ def _accept(
         else:
             assert states is not None
             mask.state = int(states[node])
-            choice = choose.one(mask, logits[node], tree.child_tokens(node))
+            choice = choose.one(mask, choose.row(logits, node), tree.child_tokens(node))
         child = tree.child(node, choice)
         if child < 0 or choice in stops or position >= budget:
             return path, choice
@@ -310,7 +310,7 @@ def _charge(
     assert states is not None
     for node in nodes:
         mask.state = int(states[node])
-        choose.one(mask, logits[node], tree.child_tokens(node))
+        choose.one(mask, choose.row(logits, node), tree.child_tokens(node))
 
 
 def speculate(

@@ -130,7 +130,7 @@ class Choice:
             return tape.target_token(self.target)
         drafted = list(tree.child_tokens(node))
         if not (self.batched and drafted and isinstance(logits, NodeLogits)):
-            choice = self.one(tape, logits[node], drafted)
+            choice = self.one(tape, self.row(logits, node), drafted)
             return choice if self.target is None else tape.target_token(self.target)
         if self._logits is not logits:
             self._logits, self._known = logits, {}
@@ -140,6 +140,15 @@ class Choice:
         if self.target is None:
             return self._known[node]
         return tape.target_token(self.target)
+
+    @torch.inference_mode()
+    def row(self, logits: Logits, node: int) -> torch.Tensor:
+        """The logits after ``node``, their projection timed as the model's choice (device
+        work), not the host's."""
+        self._lap("accept")
+        row = logits[node]
+        self._lap("choose")
+        return row
 
     @torch.inference_mode()
     def charge(self, logits: Logits, path: list[int]) -> None:

@@ -8,12 +8,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from cad.grammar._native import DraftTree
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, depth_bucket
 from cad.selector.draft_graph import build_graph, node_scores, prune
 from cad.selector.drafting import Candidate, Drafter
 from cad.selector.static_forward import tree_layout
-from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
+from cad.selector.tree_verify import CHAIN_TAIL, CPU_CHUNK, NodeLogits, keep_path, verify_graph
 
 CONFIG = DraftConfig(
     draft_length=16,
@@ -208,3 +209,30 @@ def test_one_token_anchors_prefer_the_nearest_occurrence() -> None:
     drafter.advance([5, 3], [3, 4])
     anchors = [c.positions[0] for c in drafter.candidates([9, 5])]
     assert anchors == [4, 7, 1]
+
+
+@pytest.mark.parametrize(
+    ("length", "chunks"),
+    [(40, [40]), (48, [48]), (56, [56]), (57, [48, 9]), (97, [48, 49]), (150, [48, 48, 54])],
+)
+def test_a_cpu_projects_a_chain_in_chunks_without_a_short_tail(
+    tiny_qwen, length: int, chunks: list[int]
+) -> None:
+    """Walking a chain projects it CPU_CHUNK rows at a time, the last few rows joined to the
+    chunk before them (a lone row costs nearly what a chunk does), each row once."""
+    assert (CPU_CHUNK, CHAIN_TAIL) == (48, 8)
+    tree = DraftTree()
+    parent = -1
+    for token in range(length):
+        parent = tree.add(parent, 100 + token, 1.0)
+    projected: list[int] = []
+    logits = NodeLogits(tiny_qwen.model, torch.randn(length, 64), tree)
+    real_head = logits.head
+
+    def counting(hidden: torch.Tensor) -> torch.Tensor:
+        projected.append(hidden.shape[0])
+        return real_head(hidden)
+
+    logits.head = counting
+    logits.charge(list(range(length)))
+    assert projected == chunks
