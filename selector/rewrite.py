@@ -45,7 +45,6 @@ from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.speculation import (
     MAX_CHAIN_WITH_DRAFTS,
     Choice,
-    Logits,
     ProgressCallback,
     verify_draft,
 )
@@ -284,18 +283,30 @@ def _accept(
         if mask is None:
             choice = choose.unmasked(logits, node)
         else:
-            assert states is not None
-            mask.state = int(states[node])
-            choice = choose.one(mask, choose.row(logits, node), tree.child_tokens(node))
+            choice = _masked_choice(tree, logits, choose, node, mask, states)
         child = tree.child(node, choice)
         if child < 0 or choice in stops or position >= budget:
             return path, choice
         path.append(child)
 
 
+def _masked_choice(
+    tree: DraftTree,
+    logits: NodeLogits,
+    choose: Choice,
+    node: int,
+    mask: _SyntaxMask,
+    states: np.ndarray | None,
+) -> int:
+    """The model's choice after ``node`` under the syntax constraint at its state."""
+    assert states is not None
+    mask.state = int(states[node])
+    return choose.one(mask, choose.row(logits, node), tree.child_tokens(node))
+
+
 def _charge(
     tree: DraftTree,
-    logits: Logits,
+    logits: NodeLogits,
     choose: Choice,
     nodes: list[int],
     mask: _SyntaxMask | None,
@@ -307,10 +318,8 @@ def _charge(
     if mask is None:
         choose.charge(logits, nodes)
         return
-    assert states is not None
     for node in nodes:
-        mask.state = int(states[node])
-        choose.one(mask, choose.row(logits, node), tree.child_tokens(node))
+        _masked_choice(tree, logits, choose, node, mask, states)
 
 
 def speculate(
@@ -375,6 +384,7 @@ def speculate(
         logits = verify_draft(loaded, cache, tree, len(known), layout, clock, prefill=prefill)
         stats.forwards += not prefill
         stats.drafted_tokens += len(tree) - len(known)
+        assert isinstance(logits, NodeLogits)
         if target is not None:
             found, choice = _native.accept_forced_rewrite(
                 tree, len(known), target, written, budget, stop_list
@@ -382,7 +392,6 @@ def speculate(
             path = found.tolist()
             _charge(tree, logits, choose, path[len(known) - 1 :], mask, states)
         else:
-            assert isinstance(logits, NodeLogits)
             path, choice = _accept(
                 tree, logits, choose, len(known), written, budget, stops, mask, states
             )
@@ -395,7 +404,7 @@ def speculate(
         drafter.advance_path(tree, accepted)
         written += len(accepted)
         stats.copied_tokens += len(accepted)
-        if config.top_k and isinstance(logits, NodeLogits):
+        if config.top_k:
             branch = _branch_choices(tree, logits, path[-1], config.top_k)
             clock.choose()
         if accepted:

@@ -151,15 +151,11 @@ class Choice:
         return row
 
     @torch.inference_mode()
-    def charge(self, logits: Logits, path: list[int]) -> None:
+    def charge(self, logits: NodeLogits, path: list[int]) -> None:
         """The model's unmasked choices after the nodes of ``path``, made and dropped (see
         :meth:`NodeLogits.charge`): a forced rewrite pays for the choices it replaces."""
         self._lap("accept")
-        if isinstance(logits, NodeLogits):
-            logits.charge(path)
-        else:
-            for node in path:
-                int(logits[node].argmax())
+        logits.charge(path)
         self._lap("choose")
 
     @torch.inference_mode()

@@ -201,11 +201,16 @@ class NodeLogits:
         if node not in self.choices:
             if not self.batched:
                 return int(self[node].argmax())
-            nodes = self.chain(node)
-            drafted = [self.graph.token(n) for n in nodes[1:]] + [-1]
-            picks = greedy_path(self.rows(nodes), None, drafted)
+            nodes, picks = self._greedy_chain(node)
             self.choices.update(zip(nodes, picks, strict=False))
         return self.choices[node]
+
+    def _greedy_chain(self, node: int) -> tuple[list[int], list[int]]:
+        """The chain from ``node`` and the greedy choices along it, up to the first that
+        leaves it, decided together (a GPU's way)."""
+        nodes = self.chain(node)
+        drafted = [self.graph.token(n) for n in nodes[1:]] + [-1]
+        return nodes, greedy_path(self.rows(nodes), None, drafted)
 
     def charge(self, path: list[int]) -> None:
         """Make the greedy choices after the nodes of ``path`` (a walk down the tree) and drop
@@ -215,14 +220,11 @@ class NodeLogits:
         up to where ``path`` leaves it."""
         index = 0
         while index < len(path):
-            node = path[index]
             if not self.batched:
-                int(self[node].argmax())
+                self.argmax(path[index])
                 index += 1
                 continue
-            nodes = self.chain(node)
-            drafted = [self.graph.token(n) for n in nodes[1:]] + [-1]
-            greedy_path(self.rows(nodes), None, drafted)
+            nodes, _ = self._greedy_chain(path[index])
             shared = 1
             while shared < len(nodes) and index + shared < len(path):
                 if nodes[shared] != path[index + shared]:
