@@ -2,8 +2,11 @@
 // 32 * i + j), the layout of ``cad.grammar.bitmask``, XGrammar and llguidance.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace cad {
@@ -28,6 +31,51 @@ inline void set_range(uint32_t* row, uint32_t begin, uint32_t end) {
         begin += 32;
     }
     while (begin < end) set_token(row, static_cast<int32_t>(begin++));
+}
+
+// The greedy choice under a packed bitmask: the lowest allowed id among the first ``width``
+// of ``logits`` with the highest value, as setting every other logit to -inf and taking the
+// first argmax does (a NaN logit is never chosen); -1 when no id below ``width`` is allowed.
+// One pass for the highest value, with a whole allowed word compared eight lanes at a time,
+// and one for its first id.
+inline int32_t masked_argmax(const float* logits, size_t width, const uint32_t* row,
+                             size_t words) {
+    words = std::min(words, (width + 31) / 32);
+    bool any = false;
+    float top = 0.0f;
+    const auto consider = [&](float value) {
+        if (!any || value > top) top = value;
+        any = any || value == value;
+    };
+    for (size_t word = 0; word < words; ++word) {
+        const uint32_t bits = row[word];
+        if (bits == 0) continue;
+        const size_t base = word * 32;
+        if (bits == ~0u && base + 32 <= width) {
+            float lanes[8];
+            std::fill(lanes, lanes + 8, -std::numeric_limits<float>::infinity());
+            for (size_t at = 0; at < 32; at += 8) {
+                for (size_t lane = 0; lane < 8; ++lane) {
+                    const float value = logits[base + at + lane];
+                    lanes[lane] = value > lanes[lane] ? value : lanes[lane];
+                }
+            }
+            for (float value : lanes) consider(value);
+            continue;
+        }
+        for (uint32_t rest = bits; rest; rest &= rest - 1) {
+            const size_t id = base + static_cast<size_t>(__builtin_ctz(rest));
+            if (id < width) consider(logits[id]);
+        }
+    }
+    if (!any) return -1;
+    for (size_t word = 0; word < words; ++word) {
+        for (uint32_t rest = row[word]; rest; rest &= rest - 1) {
+            const size_t id = word * 32 + static_cast<size_t>(__builtin_ctz(rest));
+            if (id < width && logits[id] == top) return static_cast<int32_t>(id);
+        }
+    }
+    return -1;
 }
 
 // A vocabulary-wide token set: a packed bitmask row of its own.

@@ -18,7 +18,7 @@ from cad.selector import (
     prompt_lookup,
     regenerate,
 )
-from cad.selector.sampling import TokenChooser
+from cad.selector.tape import NativeTape
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -39,19 +39,21 @@ def test_a_forced_program_still_makes_the_model_choose_at_every_decision(
     tiny_qwen, monkeypatch
 ) -> None:
     """Forcing replaces the model's choices, not their cost: each decision still fills its
-    mask and chooses from the projected logits before the program's token is taken."""
-    fills: list[int] = []
-    real_fill = TokenChooser.fill
+    mask and chooses from the projected logits (a CPU's greedy choice: in native code)
+    before the program's token is taken."""
+    choices: list[int] = []
+    real_greedy = NativeTape.greedy
 
-    def counting_fill(self, matcher) -> None:
-        fills.append(1)
-        real_fill(self, matcher)
+    def counting_greedy(self, logits: torch.Tensor) -> int:
+        assert logits.shape == (tiny_qwen.vocab_size,)
+        choices.append(1)
+        return real_greedy(self, logits)
 
-    monkeypatch.setattr(TokenChooser, "fill", counting_fill)
+    monkeypatch.setattr(NativeTape, "greedy", counting_greedy)
     before, after = heval_pairs("python")[0]
     result = Decoder(tiny_qwen).edit(before, INSTRUCTION, program=oracle(before, after))
     assert result.text == after
-    assert len(fills) == result.stats.generated_tokens > 0
+    assert len(choices) == result.stats.generated_tokens > 0
 
 
 def test_forced_program_with_multi_digit_tokens_and_subline(tiny_llama) -> None:

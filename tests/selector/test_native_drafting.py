@@ -29,6 +29,7 @@ from cad.selector.drafting import Drafter
 from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.program_growth import ReferenceProgramDrafter
 from cad.selector.rewrite import RewriteDrafter, replay_rewrite
+from cad.selector.sampling import Sampling, TokenChooser
 from cad.selector.speculation import MAX_CHAIN_WITH_DRAFTS
 from cad.selector.static_forward import tree_layout
 from cad.selector.tape import NativeTape, ProgramTape, token_source
@@ -312,6 +313,36 @@ def test_walking_ahead_equals_the_python_tape(program_index) -> None:
     assert len(found[0]) > 3
     assert torch.equal(native_masks[: len(found[0])], masks[: len(found[0])])
     assert native_tape.tokens == tape.tokens
+
+
+def test_the_native_greedy_choice_is_the_masked_argmax(program_index) -> None:
+    """A CPU's greedy choice in native code: at every decision of a real program, on rows
+    with ties, -inf entries and more ids than the vocabulary, the token masking and argmax
+    give (the lowest id among equal logits)."""
+    index, encode = program_index
+    before, after = heval_pairs("python")[3]
+    document = Document(before)
+    tape = NativeTape(index, document, token_source(encode, document))
+    chooser = TokenChooser(index.vocabulary.size + 64, torch.device("cpu"), Sampling())
+    target = format_program(oracle(before, after)).encode("utf-8")
+    generator = torch.Generator().manual_seed(0)
+    tape.take_forced()
+    decisions = 0
+    while not tape.finished:
+        for scale in (1.0, 0.01):
+            logits = (
+                torch.randn(chooser.bitmask.shape[1] * 32, generator=generator) * scale
+            ).round(decimals=1)
+            logits[torch.rand(logits.shape, generator=generator) < 0.2] = float("-inf")
+            tape.fill_mask()
+            assert tape.greedy(logits) == chooser.choose(logits.clone(), tape.matcher)
+        decisions += 1
+        tape.decide(tape.target_token(target))
+        tape.take_forced()
+    assert decisions > 10
+    tape.fill_mask()
+    with pytest.raises(ValueError, match="float32"):
+        tape.greedy(torch.zeros(8, dtype=torch.float64))
 
 
 # Tree layout ------------------------------------------------------------------------------
