@@ -32,32 +32,13 @@ bool TokenSource::has_echo(const OpView& op) const {
     return echoes_.count(EchoKey{op.kind, op.values}) > 0;
 }
 
-namespace {
-
-// The child of trie node ``node`` for ``byte``, or 0 when there is none.
-uint32_t trie_child(const TokenTrie& trie, uint32_t node, uint8_t byte) {
-    if (trie.node(node).listed) {
-        const auto [first, last] = trie.children(node);
-        const TrieChild* found = std::lower_bound(
-            first, last, byte, [](const TrieChild& child, uint8_t b) { return child.byte < b; });
-        return found != last && found->byte == byte ? found->node : 0;
-    }
-    const uint32_t end = trie.subtree_end(node);
-    for (uint32_t child = node + 1; child < end; child = trie.subtree_end(child)) {
-        if (trie.byte(child) == byte) return child;
-    }
-    return 0;
-}
-
-}  // namespace
-
 void prefix_tokens(const TokenTrie& trie, std::string_view text,
                    std::vector<std::pair<uint32_t, int32_t>>& out) {
     out.clear();
     const size_t longest = static_cast<size_t>(trie.table().longest_token());
     uint32_t node = 0;
     for (size_t i = 0; i < std::min(text.size(), longest); ++i) {
-        node = trie_child(trie, node, static_cast<uint8_t>(text[i]));
+        node = trie.child(node, static_cast<uint8_t>(text[i]));
         if (node == 0) return;
         const int32_t* first = trie.tokens_begin(node);
         const int32_t* last = trie.tokens_end(node);

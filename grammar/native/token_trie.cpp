@@ -123,6 +123,22 @@ TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table)
     token_begin_.assign(nodes_.size() + 1, 0);
     std::partial_sum(own_tokens.begin(), own_tokens.end(), token_begin_.begin() + 1);
     list_children();
+    index_children();
+}
+
+void TokenTrie::index_children() {
+    const auto count = static_cast<uint32_t>(nodes_.size());
+    child_begin_.assign(count + 1, 0);
+    child_bytes_.reserve(count);
+    child_nodes_.reserve(count);
+    for (uint32_t node = 0; node < count; ++node) {
+        child_begin_[node] = static_cast<uint32_t>(child_nodes_.size());
+        for (uint32_t child = node + 1; child < subtree_end(node); child = subtree_end(child)) {
+            child_bytes_.push_back(nodes_[child].byte);
+            child_nodes_.push_back(child);
+        }
+    }
+    child_begin_[count] = static_cast<uint32_t>(child_nodes_.size());
 }
 
 void TokenTrie::list_children() {

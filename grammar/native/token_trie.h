@@ -8,6 +8,7 @@
 // (the prefix-sharing walk of llguidance's toktrie and XGrammar's sorted vocabulary).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,16 @@ class TokenTrie {
         const size_t list = node.depth == 0 ? 256 : node.byte;
         return {children_.data() + list_begin_[list], children_.data() + list_end_[list]};
     }
+    // The child of ``index`` for ``byte``, or 0 when there is none: a binary search of the
+    // node's children, stored together (a handful of cache lines however many children it
+    // has, where following them in preorder reads one line per child). What tokenizing text
+    // along the trie uses, one byte at a time.
+    uint32_t child(uint32_t index, uint8_t byte) const {
+        const uint8_t* first = child_bytes_.data() + child_begin_[index];
+        const uint8_t* last = child_bytes_.data() + child_begin_[index + 1];
+        const uint8_t* found = std::lower_bound(first, last, byte);
+        return found != last && *found == byte ? child_nodes_[found - child_bytes_.data()] : 0;
+    }
     // The bytes from the root to ``index``.
     std::string_view path(uint32_t index) const {
         if (nodes_[index].depth == 0) return {};
@@ -112,6 +123,7 @@ class TokenTrie {
 
   private:
     void list_children();
+    void index_children();
 
     std::shared_ptr<const TokenTable> table_;
     std::unique_ptr<RegionCache> regions_;
@@ -124,6 +136,11 @@ class TokenTrie {
     std::vector<uint32_t> list_begin_;
     std::vector<uint32_t> list_end_;
     std::vector<TrieChild> children_;
+    // Every node's children (``child``): bytes and nodes of node ``i``'s children at
+    // [child_begin_[i], child_begin_[i + 1]), in byte order; 5 bytes a node in all.
+    std::vector<uint32_t> child_begin_;
+    std::vector<uint8_t> child_bytes_;
+    std::vector<uint32_t> child_nodes_;
 };
 
 // A set of tokens a common kind of parser state accepts whole, precomputed per vocabulary
