@@ -104,9 +104,11 @@ class ProgramDrafter:
 
         Cost: one native call, linear in the nodes grown (at most ``4 * budget + 64`` before
         pruning; proposals and their tokens are cached across forwards) plus the pruning's
-        heap operations; 0.15 ms at the median and 0.45 ms at p90 per forward at budget 96 on
-        the click commits (2-core x86-64 CPU, under load). A copy whose text was never
-        tokenized costs one call of the tokenizer, once per decode."""
+        heap operations; at budget 96 on the click commits (2-core x86-64 CPU) 0.09 ms at the
+        median and 0.24 ms at p90 per forward with the caches warm, and 0.25 to 0.3 ms and
+        0.5 ms when a CPU forward has just evicted them, as in a decode on a CPU (its work is
+        then mostly waiting for memory). A copy whose text was never tokenized costs one call
+        of the tokenizer, once per decode."""
         source = ops if isinstance(ops, ProgramMatcher) else native_ops(ops)
         self.native.draft(known, grow, source, prefix, budget, tree)
 
