@@ -94,7 +94,9 @@ void ProgramTape::fill_mask() {
 
 int32_t ProgramTape::greedy(const float* logits, size_t width) const {
     const int32_t token = masked_argmax(logits, width, mask_.data(), mask_.size());
-    if (token < 0) throw std::runtime_error("the program FSM allows none of the model's tokens");
+    if (token < 0) {
+        throw std::runtime_error("no token the program FSM allows has a usable logit (NaN)");
+    }
     return token;
 }
 

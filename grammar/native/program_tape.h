@@ -71,7 +71,8 @@ class ProgramTape {
     // The FSM's allowed set for the next token, into the tape's own bitmask row.
     void fill_mask();
     // The greedy choice from one row of next-token logits (``width`` values) under the set
-    // ``fill_mask`` filled (see ``masked_argmax``); throws when it allows none of them.
+    // ``fill_mask`` filled (see ``masked_argmax``); throws when no allowed token has a logit
+    // other than NaN.
     int32_t greedy(const float* logits, size_t width) const;
 
     int32_t node() const { return node_; }

@@ -343,6 +343,11 @@ def test_the_native_greedy_choice_is_the_masked_argmax(program_index) -> None:
     tape.fill_mask()
     with pytest.raises(ValueError, match="float32"):
         tape.greedy(torch.zeros(8, dtype=torch.float64))
+    start = NativeTape(index, document, token_source(encode, document))
+    start.take_forced()
+    start.fill_mask()
+    with pytest.raises(RuntimeError, match="usable logit"):
+        start.greedy(torch.full((chooser.bitmask.shape[1] * 32,), float("nan")))
 
 
 # Tree layout ------------------------------------------------------------------------------
