@@ -102,7 +102,7 @@ class ProgramDrafter:
         or the ops themselves) grown below it when ``grow``, pruned to ``budget`` drafted
         nodes.
 
-        Cost: one native call, linear in the nodes grown (at most ``4 * budget + 64`` before
+        Cost: one native call, linear in the nodes grown (at most ``2 * budget + 32`` before
         pruning; proposals and their tokens are cached across forwards) plus the pruning's
         heap operations; at budget 96 on the click commits (2-core x86-64 CPU) 0.09 ms at the
         median and 0.24 ms at p90 per forward with the caches warm, and 0.25 to 0.3 ms and

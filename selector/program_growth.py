@@ -27,6 +27,11 @@ from cad.selector.draft_graph import DraftGraph
 from cad.selector.program_proposals import ProgramProposals, Proposal
 from cad.selector.program_tokens import DocumentTokens, OpTokens, ProgramTokenizer
 
+GROWN_PER_BUDGET, GROWN_SLACK = 2, 32
+"""At most ``GROWN_PER_BUDGET * budget + GROWN_SLACK`` nodes are grown below a forward's
+chain before pruning to the budget (as the native drafter's ``growth_limit``): proposals
+come likeliest first, so the budget's best nodes are nearly always among them."""
+
 
 class ReferenceProgramDrafter:
     """Proposes the next ops of a program over ``document`` and grows them into draft trees
@@ -72,7 +77,7 @@ class ReferenceProgramDrafter:
         a likely op is followed by its copied text and the ops after it while they fit."""
         if budget <= 0:
             return
-        limit = len(graph) + 4 * budget + 64
+        limit = len(graph) + GROWN_PER_BUDGET * budget + GROWN_SLACK
         reach = {node: graph.reach[node]}
         levels = {node: 0}
         self._grow(graph, reach, levels, node, ops, prefix, budget, limit)

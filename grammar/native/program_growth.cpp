@@ -12,6 +12,13 @@ namespace {
 // from its stretch of the document's tokens only at its two ends).
 constexpr int64_t kEstimateMargin = 16;
 
+// Nodes grown below a forward's chain before pruning to the budget: twice the budget and 32.
+// Proposals come likeliest first, so the budget's best nodes are nearly always among them;
+// on the click commits, release diffs and HEvalFix-Py (budget 96, forced programs) the
+// forwards were within 0.4 % of growing four times the budget and 64, and drafting with
+// evicted caches took a fifth less time.
+int32_t growth_limit(int32_t budget) { return 2 * budget + 32; }
+
 OpView view_of(const program::OpRecord& record, const std::string& text) {
     OpView op;
     if (record.is_gen) {
@@ -119,7 +126,7 @@ void ProgramDrafter::set_level(const DraftTree& tree, int32_t top, int32_t leaf,
 void ProgramDrafter::grow(DraftTree& tree, int32_t node, const ProgramContext& context,
                           std::string_view prefix, int32_t budget) {
     if (budget <= 0) return;
-    limit_ = tree.size() + 4 * budget + 64;
+    limit_ = tree.size() + growth_limit(budget);
     base_ = node;
     reach_.assign(1, tree.reach(node));
     levels_.assign(1, 0);
