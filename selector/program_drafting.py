@@ -104,9 +104,9 @@ class ProgramDrafter:
 
         Cost: one native call, linear in the nodes grown (at most ``2 * budget + 32`` before
         pruning; proposals and their tokens are cached across forwards) plus the pruning's
-        heap operations; at budget 96 on the click commits (2-core x86-64 CPU) 0.09 ms at the
-        median and 0.24 ms at p90 per forward with the caches warm, and 0.25 to 0.3 ms and
-        0.5 ms when a CPU forward has just evicted them, as in a decode on a CPU (its work is
+        heap operations; at budget 96 on the click commits (2-core x86-64 CPU) under 0.1 ms at
+        the median per forward with the caches warm, and 0.24 ms at the median and 0.42 ms at
+        p90 when a CPU forward has just evicted them, as in a decode on a CPU (its work is
         then mostly waiting for memory). A copy whose text was never tokenized costs one call
         of the tokenizer, once per decode."""
         source = ops if isinstance(ops, ProgramMatcher) else native_ops(ops)
