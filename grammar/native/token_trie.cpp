@@ -122,8 +122,8 @@ TokenTrie::TokenTrie(std::shared_ptr<const TokenTable> table)
     }
     token_begin_.assign(nodes_.size() + 1, 0);
     std::partial_sum(own_tokens.begin(), own_tokens.end(), token_begin_.begin() + 1);
-    list_children();
     index_children();
+    list_children();
 }
 
 void TokenTrie::index_children() {
@@ -145,11 +145,8 @@ void TokenTrie::list_children() {
     list_begin_.assign(257, 0);
     list_end_.assign(257, 0);
     auto child_list = [this](uint32_t node) {
-        std::vector<uint32_t> children;
-        for (uint32_t child = node + 1; child < subtree_end(node); child = subtree_end(child)) {
-            children.push_back(child);
-        }
-        return children;
+        return std::vector<uint32_t>(child_nodes_.begin() + child_begin_[node],
+                                     child_nodes_.begin() + child_begin_[node + 1]);
     };
     const std::vector<uint32_t> first_bytes = child_list(0);
     std::vector<std::vector<uint32_t>> grandchildren;
