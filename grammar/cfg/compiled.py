@@ -1,7 +1,7 @@
 """``compile``: grammar text or JSON Schema plus a tokenizer -> a ``CompiledGrammar``.
 
-The front end (EBNF or JSON Schema -> rules -> byte-level grammar, simplified) is Python; the
-engines are native. The engine is chosen automatically: the DPDA when the grammar is LR(1),
+The front end turns EBNF or a JSON Schema into rules in Python, then lowers them into a
+byte-level grammar and simplifies it in native code; the engines are native. The engine is chosen automatically: the DPDA when the grammar is LR(1),
 Earley otherwise. ``backend="python"`` runs the pure-Python reference engines instead
 (:mod:`cad.grammar.cfg.reference`), for tests and comparisons."""
 
@@ -18,7 +18,7 @@ from cad.grammar import _native
 from cad.grammar.bitmask import allocate_token_bitmask, fill_next_token_bitmasks, unpack_bitmask
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.errors import GrammarError
-from cad.grammar.cfg.grammar_ir import Grammar, lower, symbol_budget
+from cad.grammar.cfg.grammar_ir import CLASS_BYTES, Grammar, symbol_budget
 from cad.grammar.cfg.json_schema import (
     DEFAULT_MAX_WHITESPACE,
     SchemaOptions,
@@ -26,11 +26,11 @@ from cad.grammar.cfg.json_schema import (
     schema_length,
     translate_schema,
 )
+from cad.grammar.cfg.lowering import lower_and_simplify
 from cad.grammar.cfg.lr1 import NotLr1, build_lr1
 from cad.grammar.cfg.matcher import CfgMatcher
 from cad.grammar.cfg.reference import ReferenceCfgMatcher, ReferenceGrammar
 from cad.grammar.cfg.token_table import TokenTable
-from cad.grammar.cfg.transforms import simplify
 from cad.grammar.vocab import Vocabulary
 
 EngineName = Literal["earley", "dpda"]
@@ -175,7 +175,7 @@ def compile_grammar(
         return compiled
     if backend != "native":
         raise GrammarError(f"unknown backend {backend!r}")
-    rules = len(grammar.names)
+    rules = grammar.nonterminal_count
     skipped_lr = ""
     if rules > MAX_LR_RULES:
         if engine == "dpda":
@@ -186,14 +186,18 @@ def compile_grammar(
         engine = "earley"
         skipped_lr = f"{rules:,} rules, more than {MAX_LR_RULES:,}: LR(1) not tried"
     try:
-        native, note, states = _native.compile_cfg(
-            grammar.names,
-            [lhs for lhs, _ in grammar.productions],
-            [list(rhs) for _, rhs in grammar.productions],
-            [mask.to_bytes(32, "little") for mask in grammar.terminals],
-            grammar.start,
-            vocabulary.native_trie,
-            engine,
+        native, note, states = (
+            _native.compile_cfg(
+                grammar.names,
+                [lhs for lhs, _ in grammar.productions],
+                [list(rhs) for _, rhs in grammar.productions],
+                [mask.to_bytes(CLASS_BYTES, "little") for mask in grammar.terminals],
+                grammar.start,
+                vocabulary.native_trie,
+                engine,
+            )
+            if grammar.native is None
+            else _native.compile_lowered(grammar.native, vocabulary.native_trie, engine)
         )
     except _native.NotLr1 as error:
         raise GrammarError(f"grammar is not LR(1): {error}") from error
@@ -227,7 +231,7 @@ def _front_end(
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
     try:
-        return simplify(lower(rules, symbol_budget(length)))
+        return lower_and_simplify(rules, symbol_budget(length))
     except GrammarError as error:
         if format == "json-schema" and "derives no string" in str(error):
             raise GrammarError("the JSON Schema accepts no value") from None

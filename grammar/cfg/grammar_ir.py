@@ -10,7 +10,7 @@ for Earley."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.syntax_tree import (
@@ -26,6 +26,9 @@ from cad.grammar.cfg.syntax_tree import (
 from cad.grammar.cfg.utf8_ranges import complement, utf8_sequences
 
 Production = tuple[int, tuple[int, ...]]
+
+CLASS_BYTES = 32
+"""Bytes of one terminal's 256-bit class mask in the native core's packed form."""
 
 
 def terminal_symbol(index: int) -> int:
@@ -43,20 +46,74 @@ def mask_bytes(mask: int) -> list[int]:
     return [byte for byte in range(256) if mask >> byte & 1]
 
 
-@dataclass
 class Grammar:
-    """Productions over nonterminal ids and byte-class terminals, with a start symbol."""
+    """Productions over nonterminal ids and byte-class terminals, with a start symbol.
 
-    names: list[str]
-    productions: list[Production]
-    terminals: list[int]
-    start: int
-    by_lhs: list[list[int]] = field(init=False)
+    A grammar the native lowering made (:meth:`from_native`) stays in native form until its
+    lists are read: the engines are built from that form directly, so a front end whose
+    grammar is only compiled never builds the lists in Python."""
 
-    def __post_init__(self) -> None:
-        self.by_lhs = [[] for _ in self.names]
-        for index, (lhs, _) in enumerate(self.productions):
-            self.by_lhs[lhs].append(index)
+    def __init__(
+        self,
+        names: list[str],
+        productions: list[Production],
+        terminals: list[int],
+        start: int,
+    ) -> None:
+        self._names: list[str] | None = names
+        self._productions: list[Production] | None = productions
+        self._terminals: list[int] | None = terminals
+        self._by_lhs: list[list[int]] | None = None
+        self.start = start
+        self.native: Any = None
+        """The native core's ``LoweredGrammar`` behind this grammar, if it made it."""
+
+    @classmethod
+    def from_native(cls, native: Any) -> Grammar:
+        """The grammar a ``_native.LoweredGrammar`` holds, its lists built when first read."""
+        grammar = cls([], [], [], native.start)
+        grammar._names = grammar._productions = grammar._terminals = None
+        grammar.native = native
+        return grammar
+
+    @property
+    def names(self) -> list[str]:
+        """One name per nonterminal."""
+        if self._names is None:
+            self._names = self.native.names
+        return self._names
+
+    @property
+    def productions(self) -> list[Production]:
+        """``(lhs, rhs)`` pairs, in order."""
+        if self._productions is None:
+            self._productions = self.native.productions()
+        return self._productions
+
+    @property
+    def terminals(self) -> list[int]:
+        """Each terminal's byte class as a 256-bit mask (bit ``b`` set: byte ``b`` matches)."""
+        if self._terminals is None:
+            packed = self.native.terminals()
+            self._terminals = [
+                int.from_bytes(packed[at : at + CLASS_BYTES], "little")
+                for at in range(0, len(packed), CLASS_BYTES)
+            ]
+        return self._terminals
+
+    @property
+    def nonterminal_count(self) -> int:
+        """How many nonterminals there are, without building the names in Python."""
+        return len(self._names) if self._names is not None else self.native.nonterminal_count
+
+    @property
+    def by_lhs(self) -> list[list[int]]:
+        """The production indices of each nonterminal."""
+        if self._by_lhs is None:
+            self._by_lhs = [[] for _ in self.names]
+            for index, (lhs, _) in enumerate(self.productions):
+                self._by_lhs[lhs].append(index)
+        return self._by_lhs
 
     def nullable(self) -> list[bool]:
         """Which nonterminals derive the empty string."""

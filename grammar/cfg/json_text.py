@@ -36,6 +36,8 @@ from cad.grammar.cfg.syntax_tree import (
 
 QUOTE = Literal('"')
 WHITESPACE_CHARS: Ranges = ((9, 10), (13, 13), (32, 32))
+_WHITESPACE_CLASS = CharClass(WHITESPACE_CHARS)
+"""One white-space character: one object for every link of every white-space chain."""
 _FORBIDDEN_RAW: Ranges = ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
 _SURROGATES: Ranges = ((0xD800, 0xDFFF),)
 _SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f",
@@ -363,5 +365,5 @@ def whitespace_rule(writer: RuleWriter, name: str, max_count: int) -> Expr:
     """A rule for up to ``max_count`` JSON white-space characters (0: none)."""
     if max_count <= 0:
         return writer.define(name, [EMPTY])
-    body = writer.chain(name, lambda _: CharClass(WHITESPACE_CHARS), 0, max_count)
+    body = writer.chain(name, lambda _: _WHITESPACE_CLASS, 0, max_count)
     return writer.define(name, [body])

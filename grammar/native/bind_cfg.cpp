@@ -20,6 +20,40 @@ namespace cad {
 using cfg::CfgMatcher;
 using cfg::CompiledCfg;
 
+namespace {
+
+// Throws std::invalid_argument unless every symbol of ``grammar`` names a rule or terminal.
+void check_grammar(const cfg::Grammar& grammar) {
+    const int32_t nonterminals = static_cast<int32_t>(grammar.names.size());
+    if (grammar.lhs.size() != grammar.rhs.size() || grammar.start < 0 || grammar.start >= nonterminals) {
+        throw std::invalid_argument("malformed grammar");
+    }
+    const int32_t terminal_count = static_cast<int32_t>(grammar.terminals.size());
+    for (size_t p = 0; p < grammar.lhs.size(); ++p) {
+        if (grammar.lhs[p] < 0 || grammar.lhs[p] >= nonterminals) throw std::invalid_argument("malformed grammar");
+        for (int32_t symbol : grammar.rhs[p]) {
+            if (symbol >= nonterminals || (symbol < 0 && cfg::terminal_index(symbol) >= terminal_count)) {
+                throw std::invalid_argument("malformed grammar");
+            }
+        }
+    }
+}
+
+// The engine for a checked grammar, built without the GIL: (compiled, why not LR(1), LR states).
+py::tuple compile_for(const cfg::Grammar& grammar, std::shared_ptr<const TokenTrie> trie, const std::string& engine) {
+    const cfg::EngineChoice choice = engine == "dpda"     ? cfg::EngineChoice::Dpda
+                                     : engine == "earley" ? cfg::EngineChoice::Earley
+                                                          : cfg::EngineChoice::Auto;
+    cfg::CompileResult result;
+    {
+        py::gil_scoped_release release;
+        result = cfg::compile_cfg(grammar, std::move(trie), choice);
+    }
+    return py::make_tuple(result.compiled, result.lr_note, result.lr_states);
+}
+
+}  // namespace
+
 void bind_cfg(py::module_& m) {
     py::register_exception<cfg::NotLr1>(m, "NotLr1", PyExc_ValueError);
 
@@ -100,10 +134,6 @@ void bind_cfg(py::module_& m) {
             grammar.lhs = std::move(lhs);
             grammar.rhs = std::move(rhs);
             grammar.start = start;
-            const int32_t nonterminals = static_cast<int32_t>(grammar.names.size());
-            if (grammar.lhs.size() != grammar.rhs.size() || start < 0 || start >= nonterminals) {
-                throw std::invalid_argument("malformed grammar");
-            }
             for (const py::bytes& terminal : terminals) {
                 const std::string packed = terminal;
                 if (packed.size() != sizeof(cfg::ByteClass)) {
@@ -113,30 +143,19 @@ void bind_cfg(py::module_& m) {
                 std::memcpy(bytes.data(), packed.data(), packed.size());
                 grammar.terminals.push_back(bytes);
             }
-            const int32_t terminal_count = static_cast<int32_t>(grammar.terminals.size());
-            for (size_t p = 0; p < grammar.lhs.size(); ++p) {
-                if (grammar.lhs[p] < 0 || grammar.lhs[p] >= nonterminals) {
-                    throw std::invalid_argument("malformed grammar");
-                }
-                for (int32_t symbol : grammar.rhs[p]) {
-                    if (symbol >= nonterminals || (symbol < 0 && cfg::terminal_index(symbol) >= terminal_count)) {
-                        throw std::invalid_argument("malformed grammar");
-                    }
-                }
-            }
-            const cfg::EngineChoice choice = engine == "dpda"     ? cfg::EngineChoice::Dpda
-                                             : engine == "earley" ? cfg::EngineChoice::Earley
-                                                                  : cfg::EngineChoice::Auto;
-            cfg::CompileResult result;
-            {
-                py::gil_scoped_release release;
-                result = cfg::compile_cfg(grammar, std::move(trie), choice);
-            }
-            return py::make_tuple(result.compiled, result.lr_note, result.lr_states);
+            check_grammar(grammar);
+            return compile_for(grammar, std::move(trie), engine);
         },
         py::arg("names"), py::arg("lhs"), py::arg("rhs"), py::arg("terminals"), py::arg("start"),
         py::arg("trie"), py::arg("engine"),
         "Build the engine for a lowered grammar: (compiled, why not LR(1), LR states).");
+
+    m.def(
+        "compile_lowered",
+        [](std::shared_ptr<const cfg::Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+           const std::string& engine) { return compile_for(*grammar, std::move(trie), engine); },
+        py::arg("grammar"), py::arg("trie"), py::arg("engine"),
+        "``compile_cfg`` for a grammar the native lowering made, read where it lies.");
 
     py::class_<CfgMatcher, NativeMatcher>(m, "CfgMatcher", "A matcher over a compiled grammar.")
         .def(py::init([](std::shared_ptr<CompiledCfg> compiled) { return compiled->matcher(); }),

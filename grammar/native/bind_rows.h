@@ -53,5 +53,6 @@ void bind_vocabulary(pybind11::module_& m);
 void bind_program(pybind11::module_& m);
 void bind_batch(pybind11::module_& m);
 void bind_cfg(pybind11::module_& m);
+void bind_lowering(pybind11::module_& m);
 
 }  // namespace cad

@@ -9,10 +9,11 @@ void bind_syntax(py::module_& m);
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "Compiled hot paths of the masking core.";
-    m.attr("ABI_VERSION") = 5;
+    m.attr("ABI_VERSION") = 6;
     cad::bind_batch(m);
     cad::bind_vocabulary(m);
     cad::bind_program(m);
     cad::bind_cfg(m);
+    cad::bind_lowering(m);
     bind_syntax(m);
 }

@@ -1,0 +1,249 @@
+// Binding of the native lowering: reads a ``RuleSet`` of ``cad.grammar.cfg.syntax_tree``
+// expressions once (each distinct object once) and returns the lowered, simplified grammar.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <climits>
+#include <memory>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cfg_lowering.h"
+
+namespace py = pybind11;
+
+namespace cad {
+
+namespace {
+
+using cfg::ExprKind;
+using cfg::ExprNode;
+using cfg::RuleExprs;
+
+PyObject* interned(const char* name) { return PyUnicode_InternFromString(name); }
+
+// The attribute names read, interned once for the life of the process.
+struct Names {
+    PyObject* text = interned("text");
+    PyObject* ranges = interned("ranges");
+    PyObject* negated = interned("negated");
+    PyObject* name = interned("name");
+    PyObject* parts = interned("parts");
+    PyObject* options = interned("options");
+    PyObject* body = interned("body");
+    PyObject* low = interned("low");
+    PyObject* high = interned("high");
+};
+
+const Names& names() {
+    static const Names value;
+    return value;
+}
+
+py::object attribute(PyObject* object, PyObject* name) {
+    PyObject* value = PyObject_GetAttr(object, name);
+    if (value == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(value);
+}
+
+// A repetition count: None is unbounded (-1); a count past int64 is kept as the largest
+// int64, which any budget refuses just as it would the count itself.
+int64_t count(PyObject* value, bool none_allowed) {
+    if (none_allowed && value == Py_None) return -1;
+    int overflow = 0;
+    const long long result = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (result == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow < 0 || (overflow == 0 && result < 0)) {
+        throw py::value_error("a repetition count must not be negative");
+    }
+    return overflow > 0 ? INT64_MAX : static_cast<int64_t>(result);
+}
+
+int32_t code_point(PyObject* value) {
+    const long long result = PyLong_AsLongLong(value);
+    if (result == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (result < 0 || result > 0x10FFFF) throw py::value_error("a code point must lie in 0..0x10FFFF");
+    return static_cast<int32_t>(result);
+}
+
+// A tuple's items are read in place; any other sequence is copied into a tuple first.
+py::tuple tuple_of(const py::object& items) {
+    if (PyTuple_Check(items.ptr())) return py::reinterpret_borrow<py::tuple>(items);
+    PyObject* copy = PySequence_Tuple(items.ptr());
+    if (copy == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::tuple>(copy);
+}
+
+// The UTF-8 text of a str (UnicodeEncodeError for lone surrogates, as ``str.encode``).
+std::string text_of(PyObject* value) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(value, &size);
+    if (data == nullptr) throw py::error_already_set();
+    return std::string(data, static_cast<size_t>(size));
+}
+
+class ExprReader {
+   public:
+    explicit ExprReader(RuleExprs& out) : out_(out) {
+        const py::module_ tree = py::module_::import("cad.grammar.cfg.syntax_tree");
+        literal_ = tree.attr("Literal").ptr();
+        char_class_ = tree.attr("CharClass").ptr();
+        rule_ref_ = tree.attr("RuleRef").ptr();
+        sequence_ = tree.attr("Sequence").ptr();
+        choice_ = tree.attr("Choice").ptr();
+        repeat_ = tree.attr("Repeat").ptr();
+    }
+
+    void read_rules(const py::dict& rules, const std::string& start) {
+        std::vector<PyObject*> exprs{nullptr};
+        out_.names.push_back(start);
+        PyObject* key = nullptr;
+        PyObject* value = nullptr;
+        Py_ssize_t position = 0;
+        while (PyDict_Next(rules.ptr(), &position, &key, &value)) {
+            std::string name = text_of(key);
+            if (name == start) {
+                exprs[0] = value;
+            } else {
+                out_.names.push_back(std::move(name));
+                exprs.push_back(value);
+            }
+        }
+        if (exprs[0] == nullptr) throw py::key_error(start);
+        rule_ids_.reserve(out_.names.size());
+        for (size_t id = 0; id < out_.names.size(); ++id) rule_ids_.emplace(out_.names[id], static_cast<int32_t>(id));
+        for (PyObject* expr : exprs) out_.roots.push_back(read(expr));
+    }
+
+   private:
+    // The node of ``object``, read once however many parents share it.
+    int32_t read(PyObject* object) {
+        const auto known = seen_.find(object);
+        if (known != seen_.end()) return known->second;
+        const int32_t node = read_new(object);
+        seen_.emplace(object, node);
+        return node;
+    }
+
+    int32_t add(const ExprNode& node) {
+        out_.nodes.push_back(node);
+        return static_cast<int32_t>(out_.nodes.size()) - 1;
+    }
+
+    int32_t read_new(PyObject* object) {
+        const Names& name = names();
+        PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(object));
+        ExprNode node;
+        if (type == literal_) {
+            const py::object text = attribute(object, name.text);
+            Py_ssize_t size = 0;
+            const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+            if (data == nullptr) throw py::error_already_set();
+            node.kind = ExprKind::Literal;
+            node.begin = static_cast<int32_t>(out_.text.size());
+            out_.text.append(data, static_cast<size_t>(size));
+            node.end = static_cast<int32_t>(out_.text.size());
+        } else if (type == char_class_) {
+            node.kind = ExprKind::CharClass;
+            node.negated = PyObject_IsTrue(attribute(object, name.negated).ptr()) == 1;
+            node.begin = static_cast<int32_t>(out_.ranges.size());
+            const py::tuple ranges = tuple_of(attribute(object, name.ranges));
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges.ptr()); ++i) {
+                const py::tuple bounds = tuple_of(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(ranges.ptr(), i)));
+                if (PyTuple_GET_SIZE(bounds.ptr()) != 2) throw py::value_error("a character class range is a pair");
+                const int32_t low = code_point(PyTuple_GET_ITEM(bounds.ptr(), 0));
+                const int32_t high = code_point(PyTuple_GET_ITEM(bounds.ptr(), 1));
+                if (low > high) throw py::value_error("a character class range must start at its low end");
+                out_.ranges.emplace_back(low, high);
+            }
+            node.end = static_cast<int32_t>(out_.ranges.size());
+        } else if (type == rule_ref_) {
+            const std::string rule = text_of(attribute(object, name.name).ptr());
+            const auto found = rule_ids_.find(rule);
+            if (found == rule_ids_.end()) throw py::key_error(rule);
+            node.kind = ExprKind::RuleRef;
+            node.target = found->second;
+        } else if (type == sequence_ || type == choice_) {
+            node.kind = type == sequence_ ? ExprKind::Sequence : ExprKind::Choice;
+            const py::tuple items = tuple_of(attribute(object, type == sequence_ ? name.parts : name.options));
+            std::vector<int32_t> children(static_cast<size_t>(PyTuple_GET_SIZE(items.ptr())));
+            for (size_t i = 0; i < children.size(); ++i) {
+                children[i] = read(PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i)));
+            }
+            node.begin = static_cast<int32_t>(out_.children.size());
+            out_.children.insert(out_.children.end(), children.begin(), children.end());
+            node.end = static_cast<int32_t>(out_.children.size());
+        } else if (type == repeat_) {
+            node.kind = ExprKind::Repeat;
+            node.target = read(attribute(object, name.body).ptr());
+            node.low = count(attribute(object, name.low).ptr(), false);
+            node.high = count(attribute(object, name.high).ptr(), true);
+        } else {
+            throw py::type_error(std::string("not a grammar expression: ") + Py_TYPE(object)->tp_name);
+        }
+        return add(node);
+    }
+
+    RuleExprs& out_;
+    PyObject* literal_;
+    PyObject* char_class_;
+    PyObject* rule_ref_;
+    PyObject* sequence_;
+    PyObject* choice_;
+    PyObject* repeat_;
+    std::unordered_map<PyObject*, int32_t> seen_;
+    std::unordered_map<std::string, int32_t> rule_ids_;
+};
+
+}  // namespace
+
+void bind_lowering(py::module_& m) {
+    py::register_exception<cfg::LoweringError>(m, "LoweringError", PyExc_ValueError);
+
+    py::class_<cfg::Grammar, std::shared_ptr<cfg::Grammar>>(
+        m, "LoweredGrammar", "A byte-level grammar the native lowering made, kept in native form.")
+        .def_property_readonly("names", [](const cfg::Grammar& grammar) { return grammar.names; })
+        .def_property_readonly("start", [](const cfg::Grammar& grammar) { return grammar.start; })
+        .def_property_readonly("nonterminal_count",
+                               [](const cfg::Grammar& grammar) { return grammar.names.size(); })
+        .def(
+            "productions",
+            [](const cfg::Grammar& grammar) {
+                py::list productions(grammar.lhs.size());
+                for (size_t p = 0; p < grammar.lhs.size(); ++p) {
+                    py::tuple rhs(grammar.rhs[p].size());
+                    for (size_t i = 0; i < grammar.rhs[p].size(); ++i) rhs[i] = py::int_(grammar.rhs[p][i]);
+                    productions[p] = py::make_tuple(grammar.lhs[p], std::move(rhs));
+                }
+                return productions;
+            },
+            "The productions as (lhs, rhs tuple) pairs.")
+        .def(
+            "terminals",
+            [](const cfg::Grammar& grammar) {
+                std::string packed(grammar.terminals.size() * sizeof(cfg::ByteClass), '\0');
+                for (size_t t = 0; t < grammar.terminals.size(); ++t) {
+                    std::memcpy(packed.data() + t * sizeof(cfg::ByteClass), grammar.terminals[t].data(),
+                                sizeof(cfg::ByteClass));
+                }
+                return py::bytes(packed);
+            },
+            "The terminals' byte classes, 32 bytes each (a little-endian 256-bit mask).");
+
+    m.def(
+        "lower_rules",
+        [](const py::dict& rules, const std::string& start, int64_t max_symbols) {
+            RuleExprs exprs;
+            ExprReader(exprs).read_rules(rules, start);
+            py::gil_scoped_release release;
+            return std::make_shared<cfg::Grammar>(cfg::lower_and_simplify(exprs, max_symbols));
+        },
+        py::arg("rules"), py::arg("start"), py::arg("max_symbols"),
+        "Lower named syntax-tree expressions (``start`` first) into a byte-level grammar with "
+        "at most ``max_symbols`` symbols and clean it up. LoweringError past the budget or when "
+        "the start derives nothing.");
+}
+
+}  // namespace cad

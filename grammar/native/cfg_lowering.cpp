@@ -1,0 +1,623 @@
+// Lowering and clean-up of grammar expressions (see cfg_lowering.h). Every step follows the
+// Python reference exactly, down to the order in which nonterminals and terminals are
+// numbered, so that both give the same Grammar.
+#include "cfg_lowering.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "fnv1a.h"
+
+namespace cad::cfg {
+
+namespace {
+
+using Symbols = std::vector<int32_t>;
+
+struct SymbolsHash {
+    size_t operator()(const Symbols& symbols) const {
+        uint64_t hash = fnv1a::kOffsetBasis;
+        for (const int32_t symbol : symbols) hash = fnv1a::symbol(hash, static_cast<uint32_t>(symbol));
+        return static_cast<size_t>(hash);
+    }
+};
+
+struct ClassHash {
+    size_t operator()(const ByteClass& bytes) const {
+        uint64_t hash = fnv1a::kOffsetBasis;
+        for (const uint64_t word : bytes) hash = fnv1a::symbol(hash, word);
+        return static_cast<size_t>(hash);
+    }
+};
+
+constexpr int32_t kSurrogateLow = 0xD800;
+constexpr int32_t kSurrogateHigh = 0xDFFF;
+constexpr int32_t kMaxCodePoint = 0x10FFFF;
+
+using Range = std::pair<int32_t, int32_t>;
+using ByteRanges = std::vector<std::pair<uint8_t, uint8_t>>;
+
+// Sorted, merged ranges without the surrogates (``utf8_ranges.normalize``).
+std::vector<Range> normalized(std::vector<Range> ranges) {
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<Range> merged;
+    for (const Range& range : ranges) {
+        if (!merged.empty() && static_cast<int64_t>(range.first) <= int64_t{merged.back().second} + 1) {
+            merged.back().second = std::max(merged.back().second, range.second);
+        } else {
+            merged.push_back(range);
+        }
+    }
+    std::vector<Range> result;
+    for (const auto& [low, high] : merged) {
+        if (low <= kSurrogateHigh && high >= kSurrogateLow) {
+            if (low < kSurrogateLow) result.emplace_back(low, kSurrogateLow - 1);
+            if (high > kSurrogateHigh) result.emplace_back(kSurrogateHigh + 1, high);
+        } else {
+            result.emplace_back(low, high);
+        }
+    }
+    return result;
+}
+
+// The code points (surrogates excluded) no range covers (``utf8_ranges.complement``).
+std::vector<Range> complement(const std::vector<Range>& ranges) {
+    std::vector<Range> result;
+    int32_t cursor = 0;
+    for (const auto& [low, high] : normalized(ranges)) {
+        if (low > cursor) result.emplace_back(cursor, low - 1);
+        cursor = std::max(cursor, high + 1);
+    }
+    if (cursor <= kMaxCodePoint) result.emplace_back(cursor, kMaxCodePoint);
+    return result;
+}
+
+int encode_utf8(int32_t code_point, uint8_t* out) {
+    if (code_point < 0x80) {
+        out[0] = static_cast<uint8_t>(code_point);
+        return 1;
+    }
+    if (code_point < 0x800) {
+        out[0] = static_cast<uint8_t>(0xC0 | code_point >> 6);
+        out[1] = static_cast<uint8_t>(0x80 | (code_point & 0x3F));
+        return 2;
+    }
+    if (code_point < 0x10000) {
+        out[0] = static_cast<uint8_t>(0xE0 | code_point >> 12);
+        out[1] = static_cast<uint8_t>(0x80 | (code_point >> 6 & 0x3F));
+        out[2] = static_cast<uint8_t>(0x80 | (code_point & 0x3F));
+        return 3;
+    }
+    out[0] = static_cast<uint8_t>(0xF0 | code_point >> 18);
+    out[1] = static_cast<uint8_t>(0x80 | (code_point >> 12 & 0x3F));
+    out[2] = static_cast<uint8_t>(0x80 | (code_point >> 6 & 0x3F));
+    out[3] = static_cast<uint8_t>(0x80 | (code_point & 0x3F));
+    return 4;
+}
+
+// Byte-range sequences encoding exactly the code points low..high (``utf8_ranges._split``).
+void split_utf8(int32_t low, int32_t high, std::vector<ByteRanges>& out) {
+    for (const int32_t limit : {0x7F, 0x7FF, 0xFFFF}) {
+        if (low <= limit && limit < high) {
+            split_utf8(low, limit, out);
+            split_utf8(limit + 1, high, out);
+            return;
+        }
+    }
+    if (high <= 0x7F) {
+        out.push_back({{static_cast<uint8_t>(low), static_cast<uint8_t>(high)}});
+        return;
+    }
+    for (int continuations = 1; continuations <= 3; ++continuations) {
+        const int32_t mask = (1 << (6 * continuations)) - 1;
+        if ((low & ~mask) != (high & ~mask)) {
+            if ((low & mask) != 0) {
+                split_utf8(low, low | mask, out);
+                split_utf8((low | mask) + 1, high, out);
+                return;
+            }
+            if ((high & mask) != mask) {
+                split_utf8(low, (high & ~mask) - 1, out);
+                split_utf8(high & ~mask, high, out);
+                return;
+            }
+        }
+    }
+    uint8_t low_bytes[4];
+    uint8_t high_bytes[4];
+    const int length = encode_utf8(low, low_bytes);
+    encode_utf8(high, high_bytes);
+    ByteRanges sequence;
+    for (int i = 0; i < length; ++i) sequence.emplace_back(low_bytes[i], high_bytes[i]);
+    out.push_back(std::move(sequence));
+}
+
+ByteClass range_class(int low, int high) {
+    ByteClass bytes{};
+    for (int byte = low; byte <= high; ++byte) bytes[byte >> 6] |= uint64_t{1} << (byte & 63);
+    return bytes;
+}
+
+int32_t terminal_symbol(int32_t index) { return -(index + 1); }
+
+// Helper keys: the kind of helper, then its body (an alternative's length before each).
+enum HelperKind : int32_t { kAlternatives = 0, kStar = 1, kPlus = 2 };
+
+// Choices with at most this many options find repeated options by a linear scan.
+constexpr int32_t kFewOptions = 8;
+
+class Lowering {
+   public:
+    Lowering(const RuleExprs& rules, int64_t max_symbols)
+        : rules_(rules), max_symbols_(max_symbols), char_classes_(rules.nodes.size()),
+          char_class_done_(rules.nodes.size(), false) {
+        grammar_.names = rules.names;
+        single_byte_.fill(-1);
+    }
+
+    Grammar run() {
+        for (size_t rule = 0; rule < rules_.roots.size(); ++rule) {
+            const ExprNode& root = rules_.nodes[rules_.roots[rule]];
+            if (root.kind == ExprKind::Choice) {
+                for (int32_t child = root.begin; child < root.end; ++child) {
+                    add_production(static_cast<int32_t>(rule), lowered(rules_.children[child]));
+                }
+            } else {
+                add_production(static_cast<int32_t>(rule), lowered(rules_.roots[rule]));
+            }
+        }
+        grammar_.start = 0;
+        return std::move(grammar_);
+    }
+
+   private:
+    void spend(__int128 count) {
+        symbols_ += count;
+        if (symbols_ > max_symbols_) {
+            throw LoweringError("the grammar expands to more than " + thousands(max_symbols_) +
+                                " symbols (counted repetitions such as x{m,n} are written out in "
+                                "full); lower the counts or use * and +");
+        }
+    }
+
+    static std::string thousands(int64_t value) {
+        std::string digits = std::to_string(value);
+        for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, ",");
+        return digits;
+    }
+
+    void add_production(int32_t lhs, Symbols rhs) {
+        grammar_.lhs.push_back(lhs);
+        grammar_.rhs.push_back(std::move(rhs));
+    }
+
+    int32_t terminal(const ByteClass& bytes) {
+        const auto [found, added] =
+            terminal_ids_.try_emplace(bytes, static_cast<int32_t>(grammar_.terminals.size()));
+        if (added) grammar_.terminals.push_back(bytes);
+        return terminal_symbol(found->second);
+    }
+
+    int32_t byte_terminal(uint8_t byte) {
+        if (single_byte_[byte] < 0) single_byte_[byte] = terminal(range_class(byte, byte));
+        return single_byte_[byte];
+    }
+
+    int32_t new_nonterminal(const char* hint) {
+        grammar_.names.push_back(std::string(hint) + "#" + std::to_string(grammar_.names.size()));
+        return static_cast<int32_t>(grammar_.names.size()) - 1;
+    }
+
+    int32_t helper(const std::vector<Symbols>& alternatives, const char* hint) {
+        key_.assign({kAlternatives, static_cast<int32_t>(alternatives.size())});
+        for (const Symbols& alternative : alternatives) {
+            key_.push_back(static_cast<int32_t>(alternative.size()));
+            key_.insert(key_.end(), alternative.begin(), alternative.end());
+        }
+        const auto [found, added] = helpers_.try_emplace(key_, 0);
+        if (added) {
+            found->second = new_nonterminal(hint);
+            for (const Symbols& alternative : alternatives) add_production(found->second, alternative);
+        }
+        return found->second;
+    }
+
+    int32_t repetition(const Symbols& body, bool at_least_one) {
+        key_.assign({at_least_one ? kPlus : kStar});
+        key_.insert(key_.end(), body.begin(), body.end());
+        const auto [found, added] = helpers_.try_emplace(key_, 0);
+        if (added) {
+            const int32_t nonterminal = new_nonterminal(at_least_one ? "plus" : "star");
+            found->second = nonterminal;
+            add_production(nonterminal, at_least_one ? body : Symbols{});
+            Symbols recursive{nonterminal};
+            recursive.insert(recursive.end(), body.begin(), body.end());
+            add_production(nonterminal, std::move(recursive));
+        }
+        return found->second;
+    }
+
+    Symbols lowered(int32_t node) {
+        Symbols out;
+        sequence(node, out);
+        return out;
+    }
+
+    // Appends the symbols of ``node`` to ``out`` (``_Lowering.sequence``).
+    void sequence(int32_t node, Symbols& out) {
+        const ExprNode& expr = rules_.nodes[node];
+        switch (expr.kind) {
+            case ExprKind::Literal:
+                spend(expr.end - expr.begin);
+                for (int32_t at = expr.begin; at < expr.end; ++at) {
+                    out.push_back(byte_terminal(static_cast<uint8_t>(rules_.text[at])));
+                }
+                return;
+            case ExprKind::CharClass: {
+                const Symbols& symbols = char_class(node);
+                out.insert(out.end(), symbols.begin(), symbols.end());
+                return;
+            }
+            case ExprKind::RuleRef:
+                out.push_back(expr.target);
+                return;
+            case ExprKind::Sequence:
+                for (int32_t child = expr.begin; child < expr.end; ++child) sequence(rules_.children[child], out);
+                return;
+            case ExprKind::Choice:
+                choice(expr, out);
+                return;
+            case ExprKind::Repeat:
+                repeat(expr, out);
+                return;
+        }
+    }
+
+    void choice(const ExprNode& expr, Symbols& out) {
+        std::vector<Symbols> alternatives;
+        alternatives.reserve(static_cast<size_t>(expr.end - expr.begin));
+        std::unordered_set<Symbols, SymbolsHash> seen;  // only for choices of many options
+        const bool many = expr.end - expr.begin > kFewOptions;
+        for (int32_t child = expr.begin; child < expr.end; ++child) {
+            Symbols alternative = lowered(rules_.children[child]);
+            const bool repeated =
+                many ? !seen.insert(alternative).second
+                     : std::find(alternatives.begin(), alternatives.end(), alternative) != alternatives.end();
+            if (!repeated) alternatives.push_back(std::move(alternative));
+        }
+        if (alternatives.size() == 1) {
+            out.insert(out.end(), alternatives[0].begin(), alternatives[0].end());
+        } else {
+            out.push_back(helper(alternatives, "group"));
+        }
+    }
+
+    void repeat(const ExprNode& expr, Symbols& out) {
+        const Symbols body = lowered(expr.target);
+        if (body.empty()) return;
+        const int64_t copies = expr.high < 0 ? expr.low : expr.high;
+        spend(static_cast<__int128>(body.size()) * copies + (__int128{copies} - expr.low));
+        if (expr.high < 0) {
+            if (expr.low == 0) {
+                out.push_back(repetition(body, false));
+                return;
+            }
+            for (int64_t i = 1; i < expr.low; ++i) out.insert(out.end(), body.begin(), body.end());
+            out.push_back(repetition(body, true));
+            return;
+        }
+        Symbols tail;
+        for (int64_t i = expr.low; i < expr.high; ++i) {
+            Symbols longer = body;
+            longer.insert(longer.end(), tail.begin(), tail.end());
+            tail = {helper({Symbols{}, std::move(longer)}, "opt")};
+        }
+        for (int64_t i = 0; i < expr.low; ++i) out.insert(out.end(), body.begin(), body.end());
+        out.insert(out.end(), tail.begin(), tail.end());
+    }
+
+    // A character class's symbols, lowered once per node (``_Lowering.lower_char_class``).
+    const Symbols& char_class(int32_t node) {
+        if (char_class_done_[node]) return char_classes_[node];
+        const ExprNode& expr = rules_.nodes[node];
+        std::vector<Range> ranges(rules_.ranges.begin() + expr.begin, rules_.ranges.begin() + expr.end);
+        if (expr.negated) ranges = complement(ranges);
+        std::vector<ByteRanges> sequences;
+        for (const auto& [low, high] : normalized(ranges)) split_utf8(low, high, sequences);
+        ByteClass single_byte{};
+        bool any_single = false;
+        std::vector<Symbols> alternatives;
+        for (const ByteRanges& sequence : sequences) {
+            if (sequence.size() == 1) {
+                const ByteClass bytes = range_class(sequence[0].first, sequence[0].second);
+                for (int word = 0; word < 4; ++word) single_byte[word] |= bytes[word];
+                any_single = true;
+                continue;
+            }
+            Symbols alternative;
+            for (const auto& [low, high] : sequence) alternative.push_back(terminal(range_class(low, high)));
+            alternatives.push_back(std::move(alternative));
+        }
+        if (any_single) alternatives.insert(alternatives.begin(), Symbols{terminal(single_byte)});
+        Symbols result;
+        if (alternatives.empty()) {
+            result = {helper({}, "never")};
+        } else if (alternatives.size() == 1) {
+            result = std::move(alternatives[0]);
+        } else {
+            result = {helper(alternatives, "char")};
+        }
+        char_class_done_[node] = true;
+        char_classes_[node] = std::move(result);
+        return char_classes_[node];
+    }
+
+    const RuleExprs& rules_;
+    const int64_t max_symbols_;
+    __int128 symbols_ = 0;
+    Grammar grammar_;
+    std::unordered_map<ByteClass, int32_t, ClassHash> terminal_ids_;
+    std::array<int32_t, 256> single_byte_{};
+    std::unordered_map<Symbols, int32_t, SymbolsHash> helpers_;
+    Symbols key_;  // the key of the helper being looked up, its buffer reused
+    std::vector<Symbols> char_classes_;
+    std::vector<bool> char_class_done_;
+};
+
+// A grammar's productions in flat form: production p is ``lhs[p] ::= symbols[begin[p] ..
+// begin[p + 1])``. Simplification reads and rebuilds this form, so a round allocates a few
+// arrays rather than a vector per production.
+struct FlatGrammar {
+    std::vector<std::string> names;
+    std::vector<ByteClass> terminals;
+    int32_t start = 0;
+    std::vector<int32_t> lhs;
+    std::vector<int32_t> begin{0};
+    std::vector<int32_t> symbols;
+
+    size_t size() const { return lhs.size(); }
+    const int32_t* rhs(size_t p) const { return symbols.data() + begin[p]; }
+    int32_t length(size_t p) const { return begin[p + 1] - begin[p]; }
+};
+
+FlatGrammar flat(Grammar grammar) {
+    FlatGrammar result;
+    result.names = std::move(grammar.names);
+    result.terminals = std::move(grammar.terminals);
+    result.start = grammar.start;
+    result.lhs = std::move(grammar.lhs);
+    result.begin.reserve(result.lhs.size() + 1);
+    for (const Symbols& rhs : grammar.rhs) {
+        result.symbols.insert(result.symbols.end(), rhs.begin(), rhs.end());
+        result.begin.push_back(static_cast<int32_t>(result.symbols.size()));
+    }
+    return result;
+}
+
+Grammar unflat(FlatGrammar grammar) {
+    Grammar result;
+    result.names = std::move(grammar.names);
+    result.terminals = std::move(grammar.terminals);
+    result.start = grammar.start;
+    result.rhs.reserve(grammar.size());
+    for (size_t p = 0; p < grammar.size(); ++p) result.rhs.emplace_back(grammar.rhs(p), grammar.rhs(p) + grammar.length(p));
+    result.lhs = std::move(grammar.lhs);
+    return result;
+}
+
+// Production ``p`` of ``grammar`` as one hash (its left side, then its right side).
+uint64_t production_hash(const FlatGrammar& grammar, size_t p) {
+    uint64_t hash = fnv1a::symbol(fnv1a::kOffsetBasis, static_cast<uint32_t>(grammar.lhs[p]));
+    for (int32_t i = 0; i < grammar.length(p); ++i) hash = fnv1a::symbol(hash, static_cast<uint32_t>(grammar.rhs(p)[i]));
+    return hash;
+}
+
+bool same_production(const FlatGrammar& grammar, size_t a, size_t b) {
+    return grammar.lhs[a] == grammar.lhs[b] && grammar.length(a) == grammar.length(b) &&
+           std::equal(grammar.rhs(a), grammar.rhs(a) + grammar.length(a), grammar.rhs(b));
+}
+
+// The productions of ``grammar``, each first occurrence only, as a set of indices.
+class ProductionSet {
+   public:
+    explicit ProductionSet(const FlatGrammar& grammar)
+        : grammar_(grammar), set_(grammar.size() * 2 + 1, Hash{&grammar}, Equal{&grammar}) {}
+
+    // False when an equal production is in already.
+    bool insert(size_t p) { return set_.insert(static_cast<int32_t>(p)).second; }
+
+   private:
+    struct Hash {
+        const FlatGrammar* grammar;
+        size_t operator()(int32_t p) const { return static_cast<size_t>(production_hash(*grammar, p)); }
+    };
+    struct Equal {
+        const FlatGrammar* grammar;
+        bool operator()(int32_t a, int32_t b) const { return same_production(*grammar, a, b); }
+    };
+    const FlatGrammar& grammar_;
+    std::unordered_set<int32_t, Hash, Equal> set_;
+};
+
+// Which nonterminals derive some string: a production fires once every nonterminal on its
+// right is productive (a worklist, linear in the grammar's size).
+std::vector<char> productive(const FlatGrammar& grammar) {
+    const size_t nonterminals = grammar.names.size();
+    std::vector<int32_t> waiting(grammar.size(), 0);
+    std::vector<int32_t> uses_begin(nonterminals + 1, 0);
+    for (const int32_t symbol : grammar.symbols) {
+        if (symbol >= 0) ++uses_begin[symbol + 1];
+    }
+    for (size_t n = 0; n < nonterminals; ++n) uses_begin[n + 1] += uses_begin[n];
+    std::vector<int32_t> uses(static_cast<size_t>(uses_begin[nonterminals]));
+    std::vector<int32_t> filled(uses_begin.begin(), uses_begin.end() - 1);
+    std::vector<int32_t> ready;
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        for (int32_t i = 0; i < grammar.length(p); ++i) {
+            const int32_t symbol = grammar.rhs(p)[i];
+            if (symbol >= 0) {
+                ++waiting[p];
+                uses[filled[symbol]++] = static_cast<int32_t>(p);
+            }
+        }
+        if (waiting[p] == 0) ready.push_back(static_cast<int32_t>(p));
+    }
+    std::vector<char> result(nonterminals, 0);
+    while (!ready.empty()) {
+        const int32_t lhs = grammar.lhs[ready.back()];
+        ready.pop_back();
+        if (result[lhs]) continue;
+        result[lhs] = 1;
+        for (int32_t at = uses_begin[lhs]; at < uses_begin[lhs + 1]; ++at) {
+            if (--waiting[uses[at]] == 0) ready.push_back(uses[at]);
+        }
+    }
+    return result;
+}
+
+// The grammar of the ``kept`` productions with the ``dropped`` nonterminals left out of every
+// right side, over the nonterminals with a production (and the start) and the terminals
+// used, both in their old order, each production once (``transforms._renumber``).
+FlatGrammar renumber(const FlatGrammar& grammar, const std::vector<char>& kept, const std::vector<char>& dropped) {
+    std::vector<int32_t> new_nonterminal(grammar.names.size(), -1);
+    std::vector<int32_t> new_terminal(grammar.terminals.size(), -1);
+    new_nonterminal[grammar.start] = 0;
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        if (!kept[p]) continue;
+        new_nonterminal[grammar.lhs[p]] = 0;
+        for (int32_t i = 0; i < grammar.length(p); ++i) {
+            const int32_t symbol = grammar.rhs(p)[i];
+            if (symbol < 0) new_terminal[terminal_index(symbol)] = 0;
+        }
+    }
+    FlatGrammar result;
+    for (size_t old = 0; old < new_nonterminal.size(); ++old) {
+        if (new_nonterminal[old] < 0) continue;
+        new_nonterminal[old] = static_cast<int32_t>(result.names.size());
+        result.names.push_back(grammar.names[old]);
+    }
+    for (size_t old = 0; old < new_terminal.size(); ++old) {
+        if (new_terminal[old] < 0) continue;
+        new_terminal[old] = static_cast<int32_t>(result.terminals.size());
+        result.terminals.push_back(grammar.terminals[old]);
+    }
+    result.start = new_nonterminal[grammar.start];
+    result.lhs.reserve(grammar.size());
+    result.begin.reserve(grammar.size() + 1);
+    result.symbols.reserve(grammar.symbols.size());
+    ProductionSet seen(result);
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        if (!kept[p]) continue;
+        result.lhs.push_back(new_nonterminal[grammar.lhs[p]]);
+        for (int32_t i = 0; i < grammar.length(p); ++i) {
+            const int32_t symbol = grammar.rhs(p)[i];
+            if (symbol >= 0 && dropped[symbol]) continue;
+            result.symbols.push_back(symbol >= 0 ? new_nonterminal[symbol]
+                                                 : terminal_symbol(new_terminal[terminal_index(symbol)]));
+        }
+        result.begin.push_back(static_cast<int32_t>(result.symbols.size()));
+        if (!seen.insert(result.size() - 1)) {
+            result.lhs.pop_back();
+            result.begin.pop_back();
+            result.symbols.resize(static_cast<size_t>(result.begin.back()));
+        }
+    }
+    return result;
+}
+
+// Without productions that derive nothing or that the start cannot reach; false when
+// nothing was removed and no production repeats (``transforms._remove_useless``).
+bool remove_useless(FlatGrammar& grammar) {
+    const std::vector<char> productive_ones = productive(grammar);
+    if (!productive_ones[grammar.start]) throw LoweringError("the grammar's start rule derives no string");
+    const size_t nonterminals = grammar.names.size();
+    std::vector<char> kept(grammar.size(), 0);
+    std::vector<int32_t> by_lhs_begin(nonterminals + 1, 0);
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        bool keep = productive_ones[grammar.lhs[p]];
+        for (int32_t i = 0; keep && i < grammar.length(p); ++i) {
+            const int32_t symbol = grammar.rhs(p)[i];
+            keep = symbol < 0 || productive_ones[symbol];
+        }
+        kept[p] = keep;
+        if (keep) ++by_lhs_begin[grammar.lhs[p] + 1];
+    }
+    for (size_t n = 0; n < nonterminals; ++n) by_lhs_begin[n + 1] += by_lhs_begin[n];
+    std::vector<int32_t> by_lhs(static_cast<size_t>(by_lhs_begin[nonterminals]));
+    std::vector<int32_t> filled(by_lhs_begin.begin(), by_lhs_begin.end() - 1);
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        if (kept[p]) by_lhs[filled[grammar.lhs[p]]++] = static_cast<int32_t>(p);
+    }
+    std::vector<char> reachable(nonterminals, 0);
+    reachable[grammar.start] = 1;
+    std::vector<int32_t> stack{grammar.start};
+    while (!stack.empty()) {
+        const int32_t nonterminal = stack.back();
+        stack.pop_back();
+        for (int32_t at = by_lhs_begin[nonterminal]; at < by_lhs_begin[nonterminal + 1]; ++at) {
+            const size_t p = static_cast<size_t>(by_lhs[at]);
+            for (int32_t i = 0; i < grammar.length(p); ++i) {
+                const int32_t symbol = grammar.rhs(p)[i];
+                if (symbol >= 0 && !reachable[symbol]) {
+                    reachable[symbol] = 1;
+                    stack.push_back(symbol);
+                }
+            }
+        }
+    }
+    bool removed = false;
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        kept[p] = kept[p] && reachable[grammar.lhs[p]];
+        removed = removed || !kept[p];
+    }
+    if (!removed && std::all_of(reachable.begin(), reachable.end(), [](char r) { return r != 0; })) {
+        ProductionSet seen(grammar);
+        bool repeated = false;
+        for (size_t p = 0; p < grammar.size() && !repeated; ++p) repeated = !seen.insert(p);
+        if (!repeated) return false;
+    }
+    grammar = renumber(grammar, kept, std::vector<char>(nonterminals, 0));
+    return true;
+}
+
+// Without the nonterminals (other than the start) whose every production is empty, dropped
+// from every right-hand side; false when there are none (``_drop_empty_only_rules``).
+bool drop_empty_only_rules(FlatGrammar& grammar) {
+    std::vector<int8_t> state(grammar.names.size(), -1);  // -1: no production yet
+    for (size_t p = 0; p < grammar.size(); ++p) {
+        int8_t& empty_only = state[grammar.lhs[p]];
+        empty_only = (empty_only != 0 && grammar.length(p) == 0) ? 1 : 0;
+    }
+    state[grammar.start] = 0;
+    std::vector<char> dropped(state.size(), 0);
+    bool any = false;
+    for (size_t n = 0; n < state.size(); ++n) {
+        dropped[n] = state[n] == 1;
+        any = any || dropped[n];
+    }
+    if (!any) return false;
+    std::vector<char> kept(grammar.size(), 0);
+    for (size_t p = 0; p < grammar.size(); ++p) kept[p] = !dropped[grammar.lhs[p]];
+    grammar = renumber(grammar, kept, dropped);
+    return true;
+}
+
+}  // namespace
+
+Grammar simplify(Grammar grammar) {
+    FlatGrammar work = flat(std::move(grammar));
+    while (true) {
+        remove_useless(work);
+        if (!drop_empty_only_rules(work)) return unflat(std::move(work));
+    }
+}
+
+Grammar lower_and_simplify(const RuleExprs& rules, int64_t max_symbols) {
+    return simplify(Lowering(rules, max_symbols).run());
+}
+
+}  // namespace cad::cfg
