@@ -10,6 +10,7 @@ from cad.grammar.bitmask import (
     apply_token_bitmask_inplace,
     bitmask_width,
     fill_next_token_bitmasks,
+    masked_argmax,
     unpack_bitmask,
 )
 from cad.grammar.cfg import CfgMatcher, CompiledGrammar, GrammarError, compile, fill_masks
@@ -36,5 +37,6 @@ __all__ = [
     "fill_masks",
     "fill_next_token_bitmasks",
     "load_native",
+    "masked_argmax",
     "unpack_bitmask",
 ]

@@ -142,6 +142,25 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> 
         logits[..., covered:] = float("-inf")
 
 
+def masked_argmax(logits: torch.Tensor, bitmask: torch.Tensor) -> int | None:
+    """The allowed token with the highest logit, read on the host in one native pass:
+    ``logits`` one float32 row ``(vocab,)`` on the CPU, ``bitmask`` its ``(width,)`` row
+    (columns beyond it are disallowed, as :func:`apply_token_bitmask_inplace` does). The
+    lowest id among equal logits, as masking and ``argmax`` give, never a NaN and never a
+    disallowed id; None when no allowed token has a logit other than NaN. Nothing
+    vocabulary-sized is allocated: about 0.1 ms for 152k allowed tokens, far less for a
+    small set. ``logits`` is left as it is."""
+    if logits.dtype is not torch.float32 or not logits.is_cpu or logits.dim() != 1:
+        raise TypeError(
+            f"masked_argmax takes one float32 row of logits on the CPU, not {logits.dtype} "
+            f"{tuple(logits.shape)} on {logits.device}"
+        )
+    address, width = row_address(bitmask, 0)
+    row = logits.contiguous()
+    token = _native.masked_argmax(row.data_ptr(), row.shape[0], address, width)
+    return None if token < 0 else token
+
+
 class NativeMaskFill:
     """The mask side of a :class:`cad.grammar.Matcher` whose native base class writes the
     rows itself (``fill_next_token_bitmask``, ``fill_bools`` and ``vocab_size`` come from that

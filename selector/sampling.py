@@ -20,7 +20,12 @@ from typing import Any
 
 import torch
 
-from cad.grammar import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace
+from cad.grammar import (
+    Matcher,
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    masked_argmax,
+)
 from cad.selector.compiling import Compiled
 from cad.selector.graphs import warm_and_record
 
@@ -235,12 +240,19 @@ class TokenChooser:
     @torch.inference_mode()
     def choose(self, logits: torch.Tensor, matcher: Matcher | None = None) -> int:
         """The next token among the allowed ones (the matcher's, filled first when given);
-        never a masked-out id. ``logits`` may be masked in place."""
+        never a masked-out id. ``logits`` may be masked in place. A greedy choice from one
+        float32 row on the CPU is made in native code (:func:`cad.grammar.masked_argmax`:
+        the same token, without unpacking the mask over the vocabulary)."""
         if matcher is not None:
             self.fill(matcher)
         sampling = self.sampling
         if sampling.temperature <= 0 and self._graphed is not None and logits.is_cuda:
             return self._graphed(logits, self.bitmask[0])
+        greedy_on_host = logits.is_cpu and logits.dim() == 1 and logits.dtype is torch.float32
+        if sampling.temperature <= 0 and greedy_on_host:
+            token = masked_argmax(logits, self.bitmask[0])
+            if token is not None:
+                return token
         bitmask = to_device(self.bitmask[0], logits.device)
         if sampling.temperature <= 0:
             return int(self._greedy(logits, bitmask))

@@ -24,7 +24,6 @@ from cad.selector.loading import LoadedModel
 from cad.selector.sampling import TokenChooser, greedy_path, speculative_choices, to_device
 from cad.selector.static_forward import MAX_TREE
 from cad.selector.stats import Progress
-from cad.selector.tape import NativeTape
 from cad.selector.timing import PhaseClock
 from cad.selector.tree_verify import NodeLogits, TreeLayout, verify_graph
 
@@ -174,19 +173,11 @@ class Choice:
     @torch.inference_mode()
     def one(self, source: Any, logits: torch.Tensor, drafted: list[int]) -> int:
         """The choice at one node from its ``logits`` (masked in place) under the mask of
-        ``source.matcher`` (anything that fills a bitmask row). A greedy choice on the CPU
-        with the native tape is made in native code (:meth:`NativeTape.greedy`): the same
-        token, without unpacking the mask over the vocabulary."""
+        ``source.matcher`` (anything that fills a bitmask row)."""
         chooser = self.chooser
         assert chooser is not None
         self._lap("accept")
         greedy = chooser.sampling.temperature <= 0
-        if greedy and isinstance(source, NativeTape) and logits.device.type == "cpu":
-            source.fill_mask()
-            self._lap("mask")
-            choice = source.greedy(logits)
-            self._lap("choose")
-            return choice
         chooser.fill(source.matcher)
         self._lap("mask")
         bitmask = to_device(chooser.bitmask[0], logits.device)

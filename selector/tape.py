@@ -336,22 +336,6 @@ class NativeTape:
         """The longest allowed token that continues ``target`` from the current position."""
         return self.core.target_token(target)
 
-    def fill_mask(self) -> None:
-        """Fill the program FSM's allowed set for the next token into the tape's own
-        bitmask, which :meth:`greedy` reads."""
-        self.core.fill_mask()
-
-    def greedy(self, logits: torch.Tensor) -> int:
-        """The greedy choice from next-token ``logits`` (float32 ``(vocab,)`` on the CPU)
-        under the set :meth:`fill_mask` filled: the allowed token with the highest logit,
-        the lowest id among equals, as masking the rest and taking the argmax does. One
-        native pass over the row (about 0.1 ms for a vocabulary of 152k where nearly every
-        token is allowed, far less for a small set), nothing vocabulary-sized allocated."""
-        if logits.dtype != torch.float32 or logits.device.type != "cpu" or logits.dim() != 1:
-            raise ValueError("greedy takes one float32 row of logits on the CPU")
-        row = logits.contiguous()
-        return self.core.greedy(row.data_ptr(), row.shape[0])
-
     def finish_truncated(self) -> None:
         """Out of budget: close the program validly without the model, and flag it."""
         self.core.finish_truncated()

@@ -49,6 +49,18 @@ BoundRow* bind_row(NativeMatcher& matcher, py::object bitmask, int64_t row) {
 }  // namespace
 
 void bind_batch(py::module_& m) {
+    m.def(
+        "masked_argmax",
+        [](uintptr_t logits, size_t width, uintptr_t row, size_t words) {
+            return masked_argmax(reinterpret_cast<const float*>(logits), width,
+                                 reinterpret_cast<const uint32_t*>(row), words);
+        },
+        py::arg("logits"), py::arg("width"), py::arg("row"), py::arg("words"),
+        py::call_guard<py::gil_scoped_release>(),
+        "The allowed id with the highest of ``width`` float32 logits at address ``logits``, "
+        "under the packed bitmask row of ``words`` int32 words at address ``row``: the lowest "
+        "id among equals, never a NaN; -1 when no allowed id has a logit other than NaN.");
+
     py::class_<NativeMatcher>(m, "NativeMatcher", "Base of every native matcher.")
         .def_property_readonly("vocab_size", &NativeMatcher::vocab_size)
         .def(

@@ -544,13 +544,6 @@ void bind_drafting(py::module_& m) {
                 return self.tape->target_token(std::string(target));
             },
             py::arg("target"))
-        .def("fill_mask", [](BoundTape& self) { self.tape->fill_mask(); })
-        .def(
-            "greedy",
-            [](const BoundTape& self, uintptr_t logits, size_t width) {
-                return self.tape->greedy(reinterpret_cast<const float*>(logits), width);
-            },
-            py::arg("logits"), py::arg("width"))
         .def("finish_truncated", [](BoundTape& self) { self.tape->finish_truncated(); })
         .def_property_readonly("finished", [](const BoundTape& self) { return self.tape->finished(); })
         .def("op_prefix", [](const BoundTape& self) { return py::bytes(std::string(self.tape->op_prefix())); })

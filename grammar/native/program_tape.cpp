@@ -87,19 +87,6 @@ int32_t ProgramTape::target_token(std::string_view target) {
     throw std::runtime_error("the program cannot be followed token by token");
 }
 
-void ProgramTape::fill_mask() {
-    mask_.resize(bitmask_words(matcher_.vocab_size()));
-    matcher_.fill_bitmask(mask_.data());
-}
-
-int32_t ProgramTape::greedy(const float* logits, size_t width) const {
-    const int32_t token = masked_argmax(logits, width, mask_.data(), mask_.size());
-    if (token < 0) {
-        throw std::runtime_error("no token the program FSM allows has a usable logit (NaN)");
-    }
-    return token;
-}
-
 void ProgramTape::finish_truncated() {
     if (!matcher_.accept_bytes(matcher_.completion_bytes())) {
         throw std::runtime_error("the program FSM rejected its own completion");

@@ -68,13 +68,6 @@ class ProgramTape {
                     size_t words, size_t capacity, std::vector<int32_t>& nodes,
                     std::vector<int32_t>& expected);
 
-    // The FSM's allowed set for the next token, into the tape's own bitmask row.
-    void fill_mask();
-    // The greedy choice from one row of next-token logits (``width`` values) under the set
-    // ``fill_mask`` filled (see ``masked_argmax``); throws when no allowed token has a logit
-    // other than NaN.
-    int32_t greedy(const float* logits, size_t width) const;
-
     int32_t node() const { return node_; }
     const std::vector<int32_t>& path() const { return path_; }
     const std::vector<int32_t>& pending() const { return pending_; }
@@ -110,7 +103,6 @@ class ProgramTape {
     std::vector<int32_t> pending_;
     std::vector<int32_t> written_;
     std::vector<std::pair<uint32_t, int32_t>> prefixes_;
-    std::vector<uint32_t> mask_;
 };
 
 }  // namespace cad::drafting

@@ -16,6 +16,7 @@ from cad.grammar import (
     apply_token_bitmask_inplace,
     bitmask_width,
     compile,
+    masked_argmax,
     unpack_bitmask,
 )
 from cad.grammar.bitmask import fill_from_allowed, pack_allowed
@@ -45,6 +46,49 @@ def test_apply_masks_exactly_the_disallowed_and_padded_columns(vocab: int, pad: 
     apply_token_bitmask_inplace(logits, bitmask)
     assert torch.equal(logits[0, :vocab], expected[0, :vocab])
     assert bool(torch.isinf(logits[0, vocab:]).all())
+
+
+LOGIT_VALUES = st.sampled_from([0.0, 0.5, -1.0, 2.0, float("-inf"), float("inf"), float("nan")])
+"""Few distinct values, so that ties are common; infinities and NaN among them."""
+WORDS = st.sampled_from([0, -1, 1, 5, -(2**31), 2**31 - 1]) | st.integers(-(2**31), 2**31 - 1)
+"""Bitmask words: none allowed, all allowed (-1), single bits and any pattern."""
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(WORDS, min_size=1, max_size=6),
+    st.lists(LOGIT_VALUES, min_size=1, max_size=200),
+)
+def test_masked_argmax_is_the_first_best_allowed_logit(words: list[int], values: list[float]):
+    """Whole words (all allowed, none) and single bits, rows wider and narrower than the
+    bitmask: the lowest allowed id of the highest logit other than NaN, None if there is
+    none, and equal to masking and ``argmax`` whenever an allowed logit is finite."""
+    bitmask = torch.tensor(words, dtype=torch.int32)
+    logits = torch.tensor(values, dtype=torch.float32)
+    allowed = [
+        token
+        for token in range(min(len(values), 32 * len(words)))
+        if (words[token // 32] >> (token % 32)) & 1 and values[token] == values[token]
+    ]
+    best = max((values[token] for token in allowed), default=None)
+    expected = next((token for token in allowed if values[token] == best), None)
+    assert masked_argmax(logits, bitmask) == expected
+    if expected is not None and abs(best) != float("inf") and not any(v != v for v in values):
+        masked = logits.clone()
+        apply_token_bitmask_inplace(masked, bitmask)
+        assert int(masked.argmax()) == expected
+    assert [repr(value) for value in logits.tolist()] == [repr(value) for value in values]
+
+
+def test_masked_argmax_takes_one_float32_cpu_row() -> None:
+    bitmask = allocate_token_bitmask(1, 64)
+    with pytest.raises(TypeError, match="float32"):
+        masked_argmax(torch.zeros(64, dtype=torch.float64), bitmask[0])
+    with pytest.raises(TypeError, match="one float32 row"):
+        masked_argmax(torch.zeros(2, 64), bitmask[0])
+    with pytest.raises(TypeError, match="int32"):
+        masked_argmax(torch.zeros(64), bitmask[0].to(torch.int64))
+    assert masked_argmax(torch.arange(128.0)[::2], bitmask[0]) == 63  # strided: copied
 
 
 def test_fresh_bitmask_allows_everything() -> None:

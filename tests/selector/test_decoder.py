@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from cad.grammar import Matcher
+from cad.grammar import Matcher, masked_argmax
 from cad.resolver import CopyLines, Gen, Program, format, oracle, parse, resolve
 from cad.selector import (
     Cancelled,
@@ -17,8 +17,8 @@ from cad.selector import (
     generate_constrained,
     prompt_lookup,
     regenerate,
+    sampling,
 )
-from cad.selector.tape import NativeTape
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -42,14 +42,13 @@ def test_a_forced_program_still_makes_the_model_choose_at_every_decision(
     mask and chooses from the projected logits (a CPU's greedy choice: in native code)
     before the program's token is taken."""
     choices: list[int] = []
-    real_greedy = NativeTape.greedy
 
-    def counting_greedy(self, logits: torch.Tensor) -> int:
+    def counting_argmax(logits: torch.Tensor, bitmask: torch.Tensor) -> int | None:
         assert logits.shape == (tiny_qwen.vocab_size,)
         choices.append(1)
-        return real_greedy(self, logits)
+        return masked_argmax(logits, bitmask)
 
-    monkeypatch.setattr(NativeTape, "greedy", counting_greedy)
+    monkeypatch.setattr(sampling, "masked_argmax", counting_argmax)
     before, after = heval_pairs("python")[0]
     result = Decoder(tiny_qwen).edit(before, INSTRUCTION, program=oracle(before, after))
     assert result.text == after
