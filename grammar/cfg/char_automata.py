@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cad.grammar.cfg.errors import GrammarError
 
@@ -449,8 +450,19 @@ def trim(dfa: Dfa) -> Dfa:
     )
 
 
+MOORE_ROUNDS = 24
+"""Rounds of signature refinement :func:`minimize` tries before partition refinement."""
+
+
 def minimize(dfa: Dfa) -> Dfa:
-    """The minimal equivalent DFA (Hopcroft's partition refinement; tags kept apart)."""
+    """The minimal equivalent DFA (tags kept apart), numbered breadth-first from the start.
+
+    The automata of schemas are mostly distinguished within a few characters, so rounds of
+    refinement by signature (a state's block and its targets' blocks, computed for every
+    state at once) usually reach the coarsest partition in a handful of rounds; past
+    :data:`MOORE_ROUNDS` (long counted chains) Hopcroft's partition refinement, which is
+    linear-logarithmic whatever the depth, takes over. Both give the same blocks, and the
+    numbering depends on the blocks alone."""
     dfa = trim(dfa)
     count = dfa.size
     points = sorted({0} | {p for row in dfa.transitions for lo, hi, _ in row for p in (lo, hi + 1)})
@@ -458,7 +470,28 @@ def minimize(dfa: Dfa) -> Dfa:
     dead = count
     table = [_symbol_row(row, points, dead) for row in dfa.transitions]
     table.append([dead] * len(points))
-    inverse: list[dict[int, list[int]]] = [{} for _ in points]
+    initial: dict[frozenset[Hashable], int] = {}
+    block_of = [initial.setdefault(tags, len(initial)) for tags in (*dfa.tags, frozenset())]
+    blocks = len(initial)
+    for _ in range(MOORE_ROUNDS):
+        signatures: dict[tuple[int, ...], int] = {}
+        refined = [
+            signatures.setdefault(
+                (block_of[state], *map(block_of.__getitem__, row)), len(signatures)
+            )
+            for state, row in enumerate(table)
+        ]
+        if len(signatures) == blocks:
+            return _quotient(dfa, table, points, block_of, dead)
+        block_of, blocks = refined, len(signatures)
+    return _quotient(dfa, table, points, _hopcroft(dfa, table, len(points)), dead)
+
+
+def _hopcroft(dfa: Dfa, table: list[list[int]], symbols: int) -> list[int]:
+    """The block of every state (and of the dead state, last) in the coarsest partition that
+    keeps tags apart, by Hopcroft's partition refinement."""
+    count = dfa.size
+    inverse: list[dict[int, list[int]]] = [{} for _ in range(symbols)]
     for state, row in enumerate(table):
         for symbol, target in enumerate(row):
             inverse[symbol].setdefault(target, []).append(state)
@@ -470,7 +503,7 @@ def minimize(dfa: Dfa) -> Dfa:
     for index, block in enumerate(blocks):
         for state in block:
             block_of[state] = index
-    pending = {(index, symbol) for index in range(len(blocks)) for symbol in range(len(points))}
+    pending = {(index, symbol) for index in range(len(blocks)) for symbol in range(symbols)}
     while pending:
         splitter, symbol = pending.pop()
         sources: set[int] = set()
@@ -492,12 +525,12 @@ def minimize(dfa: Dfa) -> Dfa:
             new = len(blocks) - 1
             for state in smaller:
                 block_of[state] = new
-            for other in range(len(points)):
+            for other in range(symbols):
                 if (index, other) in pending:
                     pending.add((new, other))
                 else:
                     pending.add((new, other) if len(smaller) <= len(larger) else (index, other))
-    return _quotient(dfa, table, points, block_of, dead)
+    return block_of
 
 
 def _symbol_row(row: tuple[tuple[int, int, int], ...], points: list[int], dead: int) -> list[int]:
@@ -595,19 +628,32 @@ def product(left: Dfa, right: Dfa, combine: TagCombiner) -> Dfa:
     return minimize(Dfa(tuple(transitions), tuple(tags)))
 
 
+# The set operations are kept per argument pair (automata are values): the schemas of one
+# run restrict the same strings by the same patterns and formats again and again.
+
+
+@lru_cache(maxsize=256)
 def intersect(left: Dfa, right: Dfa) -> Dfa:
     """Strings both accept, with ``left``'s tags."""
     return product(left, right, lambda a, b: a if a and b else frozenset())
 
 
+@lru_cache(maxsize=256)
 def subtract(left: Dfa, right: Dfa) -> Dfa:
     """Strings ``left`` accepts and ``right`` does not, with ``left``'s tags."""
     return product(left, right, lambda a, b: a if a and not b else frozenset())
 
 
+@lru_cache(maxsize=256)
 def union(left: Dfa, right: Dfa) -> Dfa:
     """Strings either accepts; tags of both sides are united."""
     return product(left, right, lambda a, b: a | b)
+
+
+def clear_memoised() -> None:
+    """Forget the set operations kept per argument pair, as a new process would start."""
+    for operation in (intersect, subtract, union):
+        operation.cache_clear()
 
 
 def any_string() -> Dfa:

@@ -23,6 +23,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from cad.grammar.cfg import char_automata, json_text, regex_pattern
 from cad.grammar.cfg.char_automata import ACCEPT, ANY, AutomatonTooLarge, literal_dfa
 from cad.grammar.cfg.errors import GrammarError
 from cad.grammar.cfg.json_text import (
@@ -182,6 +183,16 @@ def translate_schema(schema: Any, options: SchemaOptions | None = None) -> Schem
         return _Translator(schema, options or SchemaOptions()).run()
     except RecursionError:  # a recursion the depth limits do not count: still one error
         raise GrammarError(_too_deep()) from None
+
+
+def clear_memoised() -> None:
+    """Forget what translation keeps across schemas (pattern automata, their set operations,
+    character encodings, white-space chains), so that the next schema translates as the
+    first one in a new process does: for measuring a first compile. Nothing else needs it;
+    the kept pieces are bounded."""
+    json_text.clear_memoised()
+    char_automata.clear_memoised()
+    regex_pattern.pattern_dfa.cache_clear()
 
 
 def in_grammar_order(instance: Any, schema: Any) -> Any:

@@ -68,6 +68,23 @@ def encoded_char(ranges: Ranges, *, every_escape: bool = False) -> Expr:
     return options[0] if len(options) == 1 else Choice(tuple(options))
 
 
+@lru_cache(maxsize=4096)
+def _plain_and_rest(ranges: Ranges) -> tuple[Ranges, Ranges]:
+    """The characters of ``ranges`` a JSON string holds only raw (printable ASCII but quote,
+    backslash and solidus) and the others. Kept per argument: the key automata of every
+    schema ask for the same few sets."""
+    ranges = normalize(ranges)
+    return intersect_ranges(ranges, _PLAIN_ASCII), subtract_ranges(ranges, _PLAIN_ASCII)
+
+
+def clear_memoised() -> None:
+    """Forget the pieces kept per argument across schemas (character encodings, white-space
+    chains), as a new process would start."""
+    encoded_char.cache_clear()
+    _plain_and_rest.cache_clear()
+    _whitespace_chain.cache_clear()
+
+
 def _unicode_escapes(low: int, high: int) -> list[Expr]:
     """``\\uXXXX`` (or surrogate pair) sequences for the code points ``low..high``."""
     result: list[Expr] = []
@@ -172,12 +189,10 @@ class RuleWriter:
         known = self.char_exprs.get(ranges)
         if known is not None:
             return known
-        result = self.char_exprs[ranges] = self._char(normalize(ranges))
+        result = self.char_exprs[ranges] = self._char(*_plain_and_rest(ranges))
         return result
 
-    def _char(self, ranges: Ranges) -> Expr:
-        plain = intersect_ranges(ranges, _PLAIN_ASCII)
-        rest = subtract_ranges(ranges, _PLAIN_ASCII)
+    def _char(self, plain: Ranges, rest: Ranges) -> Expr:
         options: list[Expr] = [CharClass(plain)] if plain else []
         if rest:
             shared = self.char_rules.get(rest)
@@ -365,5 +380,18 @@ def whitespace_rule(writer: RuleWriter, name: str, max_count: int) -> Expr:
     """A rule for up to ``max_count`` JSON white-space characters (0: none)."""
     if max_count <= 0:
         return writer.define(name, [EMPTY])
-    body = writer.chain(name, lambda _: _WHITESPACE_CLASS, 0, max_count)
+    rules, body, used = _whitespace_chain(name, max_count, writer.counter)
+    writer.rules.update(rules)
+    writer.counter += used
     return writer.define(name, [body])
+
+
+@lru_cache(maxsize=64)
+def _whitespace_chain(name: str, max_count: int, counter: int) -> tuple[dict[str, Expr], Expr, int]:
+    """The rules of a white-space chain written from fresh-name ``counter`` on, its body and
+    the fresh names it took. Every schema's translation starts with the same chains, so
+    they are written once and shared (expressions are values; the caller copies the dict)."""
+    writer = RuleWriter({})
+    writer.counter = counter
+    body = writer.chain(name, lambda _: _WHITESPACE_CLASS, 0, max_count)
+    return writer.rules, body, writer.counter - counter
