@@ -87,6 +87,8 @@ std::string text_of(PyObject* value) {
 class ExprReader {
    public:
     explicit ExprReader(RuleExprs& out) : out_(out) {
+        out_.nodes.reserve(512);
+        out_.children.reserve(1024);
         const py::module_ tree = py::module_::import("cad.grammar.cfg.syntax_tree");
         literal_ = tree.attr("Literal").ptr();
         char_class_ = tree.attr("CharClass").ptr();
@@ -120,11 +122,30 @@ class ExprReader {
    private:
     // The node of ``object``, read once however many parents share it.
     int32_t read(PyObject* object) {
-        const auto known = seen_.find(object);
-        if (known != seen_.end()) return known->second;
+        size_t at = slot_of(object);
+        if (seen_[at].first == object) return seen_[at].second;
         const int32_t node = read_new(object);
-        seen_.emplace(object, node);
+        at = slot_of(object);  // the table may have grown while the children were read
+        seen_[at] = {object, node};
+        if (2 * out_.nodes.size() > seen_.size()) grow_seen();
         return node;
+    }
+
+    // The slot of ``object`` in the open-addressing table of objects read: its own, or the
+    // empty one where it would go.
+    size_t slot_of(PyObject* object) const {
+        const size_t mask = seen_.size() - 1;
+        size_t at = (reinterpret_cast<uintptr_t>(object) >> 4) * 0x9E3779B97F4A7C15ULL >> 20 & mask;
+        while (seen_[at].first != nullptr && seen_[at].first != object) at = (at + 1) & mask;
+        return at;
+    }
+
+    void grow_seen() {
+        std::vector<std::pair<PyObject*, int32_t>> old(2 * seen_.size(), {nullptr, 0});
+        old.swap(seen_);
+        for (const auto& entry : old) {
+            if (entry.first != nullptr) seen_[slot_of(entry.first)] = entry;
+        }
     }
 
     int32_t add(const ExprNode& node) {
@@ -168,13 +189,17 @@ class ExprReader {
         } else if (type == sequence_ || type == choice_) {
             node.kind = type == sequence_ ? ExprKind::Sequence : ExprKind::Choice;
             const py::tuple items = tuple_of(attribute(object, type == sequence_ ? name.parts : name.options));
-            std::vector<int32_t> children(static_cast<size_t>(PyTuple_GET_SIZE(items.ptr())));
-            for (size_t i = 0; i < children.size(); ++i) {
-                children[i] = read(PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i)));
+            // The children's nodes gather on a stack shared by every level (a child's own
+            // children are taken off it before it returns), then move to the node's range.
+            const size_t first = pending_.size();
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.ptr()); ++i) {
+                const int32_t child = read(PyTuple_GET_ITEM(items.ptr(), i));
+                pending_.push_back(child);
             }
             node.begin = static_cast<int32_t>(out_.children.size());
-            out_.children.insert(out_.children.end(), children.begin(), children.end());
+            out_.children.insert(out_.children.end(), pending_.begin() + static_cast<std::ptrdiff_t>(first), pending_.end());
             node.end = static_cast<int32_t>(out_.children.size());
+            pending_.resize(first);
         } else if (type == repeat_) {
             node.kind = ExprKind::Repeat;
             node.target = read(attribute(object, name.body).ptr());
@@ -193,7 +218,9 @@ class ExprReader {
     PyObject* sequence_;
     PyObject* choice_;
     PyObject* repeat_;
-    std::unordered_map<PyObject*, int32_t> seen_;
+    std::vector<std::pair<PyObject*, int32_t>> seen_ =
+        std::vector<std::pair<PyObject*, int32_t>>(1024, {nullptr, 0});  // object -> node
+    std::vector<int32_t> pending_;  // children read, not yet moved to their parent's range
     std::unordered_map<std::string, int32_t> rule_ids_;
 };
 
