@@ -94,6 +94,7 @@ class Builder {
 
         const int32_t atom_count = atoms_.count();
         const int32_t nonterminals = cores_.nonterminal_count;
+        goto_rows_.assign(static_cast<size_t>(nonterminals), -1);  // row 0: no gotos
         std::vector<Kernel> shifts(atom_count);
         std::vector<Kernel> gotos(nonterminals);
         std::vector<int32_t> shifted;  // atoms and nonterminals whose kernel is not empty
@@ -146,18 +147,26 @@ class Builder {
                 const int32_t target = state_of(shifts[atom]);
                 action_[action_row + atom] = target;
             }
-            const size_t goto_row = gotos_.size();
-            gotos_.resize(goto_row + static_cast<size_t>(nonterminals), -1);
+            // Few states have gotos (those a reduction can expose: about one in thirty in a
+            // schema's grammar), so each has a row of its own and the rest share row 0.
+            if (moved.empty()) {
+                goto_row_of_.push_back(0);
+                continue;
+            }
+            const size_t goto_row = goto_rows_.size();
+            goto_row_of_.push_back(static_cast<int32_t>(goto_row / static_cast<size_t>(nonterminals)));
+            goto_rows_.resize(goto_row + static_cast<size_t>(nonterminals), -1);
             for (int32_t symbol : moved) {
                 const int32_t target = state_of(gotos[symbol]);
-                gotos_[goto_row + symbol] = target;
+                goto_rows_[goto_row + symbol] = target;
             }
         }
         return LrTables{atoms_,
                         static_cast<int32_t>(kernel_begin_.size() - 1),
                         nonterminals,
                         std::move(action_),
-                        std::move(gotos_),
+                        std::move(goto_row_of_),
+                        std::move(goto_rows_),
                         cores_.production_lhs,
                         cores_.production_length};
     }
@@ -318,7 +327,8 @@ class Builder {
     std::vector<int32_t> state_slots_ = std::vector<int32_t>(1024, -1);  // open addressing
     std::vector<size_t> state_hashes_;
     std::vector<int32_t> action_;
-    std::vector<int32_t> gotos_;
+    std::vector<int32_t> goto_row_of_;
+    std::vector<int32_t> goto_rows_;
 };
 
 }  // namespace

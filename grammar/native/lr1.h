@@ -32,8 +32,9 @@ struct LrTables {
     ByteAtoms atoms;
     int32_t states = 0;
     int32_t nonterminals = 0;       // augmented start included
-    std::vector<int32_t> action;    // states x atoms.count()
-    std::vector<int32_t> gotos;     // states x nonterminals, -1 where undefined
+    std::vector<int32_t> action;       // states x atoms.count()
+    std::vector<int32_t> goto_row_of;  // per state, its row of goto_rows (0: no gotos)
+    std::vector<int32_t> goto_rows;    // rows x nonterminals, -1 where undefined
     std::vector<int32_t> production_lhs;
     std::vector<int32_t> production_length;
 
@@ -41,7 +42,7 @@ struct LrTables {
         return action[static_cast<size_t>(state) * atoms.count() + atom];
     }
     int32_t go(int32_t state, int32_t nonterminal) const {
-        return gotos[static_cast<size_t>(state) * nonterminals + nonterminal];
+        return goto_rows[static_cast<size_t>(goto_row_of[state]) * nonterminals + nonterminal];
     }
 };
 
