@@ -20,7 +20,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
+from typing import Any
 
 from cad.grammar.cfg.errors import GrammarError
 
@@ -628,32 +629,53 @@ def product(left: Dfa, right: Dfa, combine: TagCombiner) -> Dfa:
     return minimize(Dfa(tuple(transitions), tuple(tags)))
 
 
-# The set operations are kept per argument pair (automata are values): the schemas of one
-# run restrict the same strings by the same patterns and formats again and again.
+KEPT_OPERANDS = 256
+"""The set operations below keep their results for operands of at most this many states
+together (automata are values, and the schemas of one process restrict the same strings by
+the same patterns and formats again and again), the last 128 of each operation: a result
+has at most :data:`MAX_DFA_STATES` states, so what is kept stays within a few megabytes in
+all but contrived cases. Larger operands are computed every time."""
 
 
-@lru_cache(maxsize=256)
+def _kept(operation: Callable[[Dfa, Dfa], Dfa]) -> Callable[[Dfa, Dfa], Dfa]:
+    """``operation`` with its results on small operands kept (see :data:`KEPT_OPERANDS`)."""
+    kept = lru_cache(maxsize=128)(operation)
+
+    @wraps(operation)
+    def run(left: Dfa, right: Dfa) -> Dfa:
+        if left.size + right.size <= KEPT_OPERANDS:
+            return kept(left, right)
+        return operation(left, right)
+
+    _KEPT.append(kept)
+    return run
+
+
+_KEPT: list[Any] = []
+
+
+@_kept
 def intersect(left: Dfa, right: Dfa) -> Dfa:
     """Strings both accept, with ``left``'s tags."""
     return product(left, right, lambda a, b: a if a and b else frozenset())
 
 
-@lru_cache(maxsize=256)
+@_kept
 def subtract(left: Dfa, right: Dfa) -> Dfa:
     """Strings ``left`` accepts and ``right`` does not, with ``left``'s tags."""
     return product(left, right, lambda a, b: a if a and not b else frozenset())
 
 
-@lru_cache(maxsize=256)
+@_kept
 def union(left: Dfa, right: Dfa) -> Dfa:
     """Strings either accepts; tags of both sides are united."""
     return product(left, right, lambda a, b: a | b)
 
 
 def clear_memoised() -> None:
-    """Forget the set operations kept per argument pair, as a new process would start."""
-    for operation in (intersect, subtract, union):
-        operation.cache_clear()
+    """Forget the set operations' kept results, as a new process would start."""
+    for kept in _KEPT:
+        kept.cache_clear()
 
 
 def any_string() -> Dfa:
