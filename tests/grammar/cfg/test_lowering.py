@@ -1,6 +1,7 @@
 """The native lowering gives the Python reference's grammar exactly (names, numbering,
-productions, terminals, start) on every grammar the front ends make and on generated rule
-sets, fails with the same errors, and compiles to the same engines."""
+productions, terminals, start) on every grammar the front ends make, on generated rule sets
+and on the translations of generated schemas, fails with the same errors, and compiles to the
+same engines."""
 
 from __future__ import annotations
 
@@ -193,3 +194,76 @@ def rule_sets(draw: st.DrawFn) -> tuple[RuleSet, int]:
 def test_generated_rule_sets(case: tuple[RuleSet, int]) -> None:
     rules, budget = case
     assert_same_lowering(rules, budget)
+
+
+NAMES = st.sampled_from(["a", "b", "id", "name", "x_1", "é"])
+PATTERNS = st.sampled_from(["^a+$", "^[a-c]{1,3}$", "x", "^[0-9]+(\\.[0-9]+)?$"])
+
+
+def schemas(depth: int = 2) -> st.SearchStrategy[dict[str, Any]]:
+    """Schemas from the keywords translation handles most (types, objects, arrays, strings
+    with patterns and lengths, numbers with bounds, enums and consts, the combinators and a
+    local ``$ref``), nested ``depth`` levels."""
+    scalar = st.one_of(
+        st.fixed_dictionaries({"type": st.sampled_from(["null", "boolean", "integer", "number"])}),
+        st.fixed_dictionaries(
+            {"type": st.just("string")},
+            optional={
+                "minLength": st.integers(0, 3),
+                "maxLength": st.integers(3, 9),
+                "pattern": PATTERNS,
+            },
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("integer")},
+            optional={
+                "minimum": st.integers(-5, 5),
+                "maximum": st.integers(6, 300),
+                "multipleOf": st.sampled_from([2, 5]),
+            },
+        ),
+        st.fixed_dictionaries(
+            {
+                "enum": st.lists(
+                    st.one_of(st.integers(-3, 3), NAMES, st.none()), min_size=1, max_size=4
+                )
+            }
+        ),
+        st.fixed_dictionaries({"const": st.one_of(st.booleans(), NAMES)}),
+        st.just({"$ref": "#/$defs/word"}),
+        st.just({}),
+    )
+    if depth == 0:
+        return scalar
+    inner = schemas(depth - 1)
+    return st.one_of(
+        scalar,
+        st.fixed_dictionaries(
+            {"type": st.just("object"), "properties": st.dictionaries(NAMES, inner, max_size=3)},
+            optional={
+                "required": st.lists(NAMES, max_size=2, unique=True),
+                "additionalProperties": st.one_of(st.booleans(), inner),
+                "maxProperties": st.integers(0, 4),
+            },
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("array"), "items": inner},
+            optional={"minItems": st.integers(0, 2), "maxItems": st.integers(2, 4)},
+        ),
+        st.fixed_dictionaries({"anyOf": st.lists(inner, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"oneOf": st.lists(inner, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"allOf": st.lists(inner, min_size=1, max_size=2)}),
+        st.fixed_dictionaries({"not": inner}),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(schemas(), st.sampled_from(sorted(OPTION_SETS)))
+def test_generated_schemas(schema: dict[str, Any], options: str) -> None:
+    """Hypothesis-made schemas through the translator, then both lowerings."""
+    schema = {**schema, "$defs": {"word": {"type": "string", "pattern": "^[a-z]+$"}}}
+    try:
+        rules = schema_to_rules(schema, OPTION_SETS[options])
+    except GrammarError:
+        return
+    assert_same_lowering(rules, symbol_budget(schema_length(schema)))
