@@ -396,10 +396,15 @@ def _minimal_trie(
         if sink and block == sink_class:
             edges: list[tuple[int, int, int]] = [(0, MAX_CODE_POINT, count)]
         else:
-            edges = [(char, char, child) for char, child in sorted(children[state].items())]
-            if sink:  # every other code point leads to the sink
-                gaps = complement(tuple((char, char) for char, _, _ in edges))
-                edges = sorted(edges + [(low, high, count) for low, high in gaps])
+            edges = []
+            cursor = 0  # with a sink, every code point between the children leads to it
+            for char, child in sorted(children[state].items()):
+                if sink and char > cursor:
+                    edges.append((cursor, char - 1, count))
+                edges.append((char, char, child))
+                cursor = char + 1
+            if sink and cursor <= MAX_CODE_POINT:
+                edges.append((cursor, MAX_CODE_POINT, count))
         runs: list[list[int]] = []
         for low, high, target in edges:
             number = order.setdefault(class_of[target], len(order))
