@@ -180,11 +180,10 @@ class Choice:
         greedy = chooser.sampling.temperature <= 0
         chooser.fill(source.matcher)
         self._lap("mask")
-        bitmask = to_device(chooser.bitmask[0], logits.device)
         if greedy or not drafted:
             choice = chooser.choose(logits)
         else:
-            apply_token_bitmask_inplace(logits, bitmask)
+            apply_token_bitmask_inplace(logits, to_device(chooser.bitmask[0], logits.device))
             choice = speculative_choices(
                 logits[None], [drafted], chooser.sampling, chooser.generator
             )[0]
