@@ -642,6 +642,10 @@ has at most :data:`MAX_DFA_STATES` states, so what is kept stays within a few me
 all but contrived cases. Larger operands are computed every time."""
 
 
+_KEPT: list[Any] = []
+"""The caches of the set operations, for :func:`clear_memoised`."""
+
+
 def _kept(operation: Callable[[Dfa, Dfa], Dfa]) -> Callable[[Dfa, Dfa], Dfa]:
     """``operation`` with its results on small operands kept (see :data:`KEPT_OPERANDS`)."""
     kept = lru_cache(maxsize=128)(operation)
@@ -654,9 +658,6 @@ def _kept(operation: Callable[[Dfa, Dfa], Dfa]) -> Callable[[Dfa, Dfa], Dfa]:
 
     _KEPT.append(kept)
     return run
-
-
-_KEPT: list[Any] = []
 
 
 @_kept

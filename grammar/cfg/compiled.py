@@ -1,8 +1,9 @@
 """``compile``: grammar text or JSON Schema plus a tokenizer -> a ``CompiledGrammar``.
 
 The front end turns EBNF or a JSON Schema into rules in Python, then lowers them into a
-byte-level grammar and simplifies it in native code; the engines are native. The engine is chosen automatically: the DPDA when the grammar is LR(1),
-Earley otherwise. ``backend="python"`` runs the pure-Python reference engines instead
+byte-level grammar and simplifies it in native code; the engines are native. The engine is
+chosen automatically: the DPDA when the grammar is LR(1), Earley otherwise.
+``backend="python"`` runs the pure-Python reference engines instead
 (:mod:`cad.grammar.cfg.reference`), for tests and comparisons."""
 
 from __future__ import annotations
