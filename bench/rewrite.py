@@ -240,6 +240,7 @@ def replay_methods(
             prior=first.program,
             prompt_tokens=len(prompt),
             clock=timer,
+            tokenizer=tokenizer,
         )
         return Outcome(stats.forwards, drafted=stats.drafted_tokens, host=timer.samples)
 

@@ -39,6 +39,7 @@ from cad.resolver import CopySpan, Document, Program, format_program, resolve
 from cad.selector import kv
 from cad.selector.draft_config import DraftConfig, ProgramPrior, load_draft_config
 from cad.selector.errors import Cancelled, ContextTooLongError
+from cad.selector.line_tokens import LineTokens
 from cad.selector.loading import LoadedModel
 from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.prompt import program_prompt
@@ -285,10 +286,11 @@ class Decoder(ProgramDecoding):
             resolve(program, doc)
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-        source = token_source(self.encode, doc, self.literals)
+        document_ids = self.encode(document)
+        lines = LineTokens.of(self.loaded.tokenizer, self.index, doc, document_ids)
+        source = token_source(self.encode, doc, self.literals, lines)
         tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source)
         clock = PhaseClock(self.loaded, tape.stats)
-        document_ids = self.encode(document)
         drafter = ProgramDrafter(
             self.index,
             self.encode,
@@ -378,6 +380,7 @@ def replay_forced(
     subline: bool = False,
     prompt_tokens: int = 0,
     clock: Callable[[str], None] | None = None,
+    tokenizer: Any = None,
 ) -> DecodeStats:
     """Forced-program decoding without a model: acceptance against a forced program needs no
     logits, so the draft and accept steps run alone and count the forwards the decoder would
@@ -385,12 +388,18 @@ def replay_forced(
     ``prompt_tokens``). What calibration, the sub-line oracle and ``bench.rewrite --replay``
     price programs with. ``clock``, when given, is called after each step with its kind
     (``draft``, ``accept``, then ``forward`` once a forward's work is done), so the host
-    work can be timed as the decoder does it."""
+    work can be timed as the decoder does it. ``tokenizer`` (the one ``encode`` calls), when
+    given, lets copies of lines be read off the document's tokens as the decoder does
+    (:mod:`cad.selector.line_tokens`)."""
     doc = Document(document)
     subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-    source = token_source(encode, doc, literal_tokens(index))
+    document_ids = encode(document)
+    lines = None if tokenizer is None else LineTokens.of(tokenizer, index, doc, document_ids)
+    source = token_source(encode, doc, literal_tokens(index), lines)
     tape = NativeTape(index, doc, source, subline=subline)
-    drafter = ProgramDrafter(index, encode, doc, subline=subline, prior=prior, source=source)
+    drafter = ProgramDrafter(
+        index, encode, doc, subline=subline, prior=prior, source=source, document_ids=document_ids
+    )
     target = format_program(program).encode("utf-8")
     tree = DraftTree()
     pending = [-1] * prompt_tokens + tape.take_forced()

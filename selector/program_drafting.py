@@ -107,8 +107,8 @@ class ProgramDrafter:
         heap operations; at budget 96 on the click commits (2-core x86-64 CPU) under 0.1 ms at
         the median per forward with the caches warm, and 0.24 ms at the median and 0.42 ms at
         p90 when a CPU forward has just evicted them, as in a decode on a CPU (its work is
-        then mostly waiting for memory). A copy whose text was never tokenized costs one call
-        of the tokenizer, once per decode."""
+        then mostly waiting for memory). A copy not drafted from the document's aligned
+        tokens asks the token source once per decode (see :func:`cad.selector.tape.token_source`)."""
         source = ops if isinstance(ops, ProgramMatcher) else native_ops(ops)
         self.native.draft(known, grow, source, prefix, budget, tree)
 

@@ -34,6 +34,7 @@ from cad.resolver import (
     format_program,
     op_text,
 )
+from cad.selector.line_tokens import LineTokens
 from cad.selector.stats import DecodeStats, Progress
 
 NEED_CHOICE, LEFT_TREE, FINISHED = 0, 1, 2
@@ -50,11 +51,14 @@ def token_source(
     encode: Callable[[str], list[int]],
     document: Document,
     literals: dict[bytes, list[int]] | None = None,
+    lines: LineTokens | None = None,
 ) -> _native.TokenSource:
     """The tokenizer as the native drafter and tape ask it, once per distinct forced
     literal and copy (they cache every answer): a literal's tokens, and a copy's tokens
     with the line breaks of its text. ``literals`` keeps the literals' tokens across decodes
-    with the same tokenizer (they do not depend on the document)."""
+    with the same tokenizer (they do not depend on the document). ``lines``, when given (the
+    document's own tokens, see :mod:`cad.selector.line_tokens`), answers copies of lines
+    from the document's tokens instead of tokenizing their text again: the same tokens."""
     known = {} if literals is None else literals
 
     def literal(data: bytes) -> list[int]:
@@ -65,6 +69,8 @@ def token_source(
     def echo(kind: str, a: int, b: int, c: int, d: int) -> tuple[list[int], int]:
         op = CopyLines(a, b) if kind == "lines" else CopySpan(a, b, c, d)
         text = op_text(op, document)
+        if lines is not None and kind == "lines":
+            return lines.copy_tokens(a, b, encode), count_lines(text)
         return encode(text), count_lines(text)
 
     return _native.TokenSource(literal, echo)
@@ -399,8 +405,10 @@ class NativeTape:
 
         Cost: one native call, each accepted node a child lookup and an FSM step, plus one
         Python call of ``choose`` per decision; forced, 4 µs at the median per forward on the
-        click commits (2-core x86-64 CPU). A completed copy whose text was never tokenized
-        costs one call of the tokenizer, as it would on the Python tape."""
+        click commits (2-core x86-64 CPU). A completed copy whose tokens are not known yet
+        costs one call of the token source: its stretch of the document's tokens where the
+        tokenizer cuts at line starts (:mod:`cad.selector.line_tokens`), else one call of the
+        tokenizer, as on the Python tape."""
         core = self.core
         if target is not None:
             status = core.run_forced(tree, known, target, limit)
