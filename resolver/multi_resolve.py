@@ -272,6 +272,12 @@ class IncrementalMultiResolver:
         return self._section is not None
 
     @property
+    def own_file(self) -> int | None:
+        """The file a plain copy of the open section copies from (the file it edits), or
+        ``None`` (no section open, or a created file)."""
+        return None if self._section is None else _own(self._section)
+
+    @property
     def text(self) -> str:
         """The open section's output so far (empty when none is open)."""
         return "".join(self._pieces) if self._section is not None else ""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from cad.grammar._native import DraftTree
 from cad.resolver import MultiProgram, Workspace, format_multi, resolve_multi
 from cad.selector.decoder import ProgramDecoding, walk_ahead
+from cad.selector.line_tokens import LineTokens
 from cad.selector.multi_drafting import MultiDrafter
 from cad.selector.multi_tape import MultiProgramTape
 from cad.selector.prompt import multi_program_prompt
@@ -53,13 +54,12 @@ class MultiDecoder(ProgramDecoding):
     (default: the draft configuration's) caps the drafted tokens per forward, 0 decodes one
     model-decided token per forward."""
 
-    def check_context(self, prompt_tokens: int, workspace: Workspace) -> int:
-        """Raise if the prompt, a copy of every file and a draft tree cannot fit; return the
-        token budget of model-decided tokens."""
-        files = sum(len(self.encode(doc.text)) for doc in workspace.documents)
+    def check_context(self, prompt_tokens: int, file_tokens: int) -> int:
+        """Raise if the prompt, a copy of every file (``file_tokens`` in all) and a draft
+        tree cannot fit; return the token budget of model-decided tokens."""
         return self.token_budget(
             prompt_tokens,
-            files,
+            file_tokens,
             "a copy of every file",
             "give fewer or smaller files, or use a longer-context model",
         )
@@ -88,18 +88,24 @@ class MultiDecoder(ProgramDecoding):
             text = format_multi(program)
             target = text.encode("utf-8")
             subline = subline or 'span="' in text
+        file_ids = [self.encode(doc.text) for doc in workspace.documents]
+        tokenizer = self.loaded.tokenizer
         tape = MultiProgramTape(
             self.index,
             self.encode,
             workspace,
             editable=range(1, editable + 1),
             subline=subline,
+            lines=[
+                LineTokens.of(tokenizer, self.index, doc, ids)
+                for doc, ids in zip(workspace.documents, file_ids, strict=True)
+            ],
         )
         clock = PhaseClock(self.loaded, tape.stats)
         prompt = multi_program_prompt(
             self.loaded.tokenizer, workspace, instruction, editable=editable, subline=subline
         )
-        limit = self.check_context(len(prompt), workspace)
+        limit = self.check_context(len(prompt), sum(map(len, file_ids)))
         tape.stats.prefill_tokens = len(prompt)
         drafter = MultiDrafter(prompt)
         chooser = TokenChooser.for_model(self.loaded, self.sampling)

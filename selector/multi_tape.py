@@ -11,7 +11,7 @@ its files known the moment it ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, fields, replace
 
 from cad.grammar import ProgramTokenIndex
@@ -28,6 +28,7 @@ from cad.resolver import (
     Workspace,
     format_multi,
 )
+from cad.selector.line_tokens import LineTokens
 from cad.selector.stats import DecodeStats
 from cad.selector.tape import TapeRecord
 
@@ -49,7 +50,9 @@ class MultiProgramTape(TapeRecord):
     """Multi-file program FSM + incremental resolver + the record of appended tokens.
 
     ``tokens[i]`` went into the cache after the prompt; ``decided[i]`` says whether the model
-    chose it. Files ``1..editable`` may be written (all by default), the others are context."""
+    chose it. Files ``1..editable`` may be written (all by default), the others are context.
+    ``lines`` (one per file, or ``None`` for a file without) give the files' own tokens by
+    line, so that copies of whole lines are read off them instead of tokenized again."""
 
     def __init__(
         self,
@@ -59,10 +62,12 @@ class MultiProgramTape(TapeRecord):
         *,
         editable: Collection[int] | None = None,
         subline: bool = False,
+        lines: Sequence[LineTokens | None] | None = None,
     ) -> None:
         self.index = index
         self.encode = encode
         self.workspace = workspace
+        self.lines = list(lines) if lines is not None else [None] * len(workspace)
         self.matcher = MultiProgramMatcher.for_workspace(
             index, workspace, editable=editable, subline=subline
         )
@@ -113,6 +118,17 @@ class MultiProgramTape(TapeRecord):
             return self.resolver.push(file_op_from_record(record))
         return None
 
+    def _known_echo(self, record: tuple) -> list[int] | None:
+        """A completed copy of whole lines read off its file's own tokens (where ``lines``
+        has them, see :mod:`cad.selector.line_tokens`), else ``None``. Asked after the
+        record is resolved: a plain copy copies from the file its section edits."""
+        if record[0] == "gen" or record[2] != "lines":
+            return None
+        _, file, _, (first, last) = record
+        source = file or self.resolver.own_file
+        found = self.lines[source - 1] if source else None
+        return None if found is None else found.copy_tokens(first, last, self.encode)
+
     def _take_completed(self) -> list[int]:
         """Resolve what the matcher completed since the last call; a copy's text becomes its
         echo tokens."""
@@ -127,7 +143,9 @@ class MultiProgramTape(TapeRecord):
             if text is None:
                 continue
             self.stats.ops += 1
-            echo.extend(self._count_op(text, generated=record[0] == "gen"))
+            generated = record[0] == "gen"
+            ids = None if generated else self._known_echo(record)
+            echo.extend(self._count_op(text, generated=generated, ids=ids))
         self._record(echo, decided=False)
         return echo
 
@@ -162,9 +180,11 @@ def follow_multi_program(
     *,
     editable: Collection[int] | None = None,
     subline: bool = False,
+    lines: Sequence[LineTokens | None] | None = None,
 ) -> MultiProgramTape:
     """The tape the decoder produces when it follows ``program`` (forced-program mode),
-    built without a model: what multi-file training examples are made of."""
+    built without a model: what multi-file training examples are made of. ``lines``, one
+    per file, as :class:`MultiProgramTape` takes them."""
     subline = subline or any(
         isinstance(op, CopySpan) or (isinstance(op, CopyFrom) and isinstance(op.copy, CopySpan))
         for section in program.sections
@@ -172,7 +192,9 @@ def follow_multi_program(
         for op in section.ops
         if not isinstance(op, Gen)
     )
-    tape = MultiProgramTape(index, encode, workspace, editable=editable, subline=subline)
+    tape = MultiProgramTape(
+        index, encode, workspace, editable=editable, subline=subline, lines=lines
+    )
     target = format_multi(program).encode("utf-8")
     tape.take_forced()
     while not tape.finished:

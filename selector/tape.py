@@ -120,13 +120,15 @@ class TapeRecord:
     def _take_completed(self) -> list[int]:
         raise NotImplementedError
 
-    def _count_op(self, text: str, *, generated: bool) -> list[int]:
+    def _count_op(self, text: str, *, generated: bool, ids: list[int] | None = None) -> list[int]:
         """Count a completed op's ``text`` in the stats; a copy's text becomes its echo
-        tokens (returned), a gen's is already on the tape."""
+        tokens (returned: ``ids`` when the caller knows them, else the text tokenized), a
+        gen's is already on the tape."""
         if generated:
             self.stats.lines_generated += count_lines(text)
             return []
-        ids = self.encode(text)
+        if ids is None:
+            ids = self.encode(text)
         self.stats.copied_tokens += len(ids)
         self.stats.lines_copied += count_lines(text)
         return ids

@@ -165,3 +165,27 @@ def test_replays_read_copies_off_the_document_without_changing_a_forward(qwen2_t
         plain = replay_forced(index, encode, before, program, budget=96)
         read = replay_forced(index, encode, before, program, budget=96, tokenizer=qwen2_tokenizer)
         assert read == plain
+
+
+def test_multi_file_tapes_read_copies_off_each_file_without_changing_a_token(
+    qwen2_tokenizer,
+) -> None:
+    from cad.resolver import Workspace, oracle_multi
+    from cad.selector import follow_multi_program
+    from tests.selector.test_multi_decoder import moves
+
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+    encode = _encoder(qwen2_tokenizer)
+    for before, after in moves("python", 4):
+        workspace = Workspace(before)
+        lines = [
+            LineTokens.of(qwen2_tokenizer, index, doc, encode(doc.text))
+            for doc in workspace.documents
+        ]
+        for granularity in ("line", "subline"):
+            program = oracle_multi(before, after, granularity=granularity)
+            plain = follow_multi_program(index, encode, workspace, program)
+            read = follow_multi_program(index, encode, workspace, program, lines=lines)
+            assert read.tokens == plain.tokens
+            assert read.decided == plain.decided
+            assert read.stats == plain.stats
