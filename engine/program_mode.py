@@ -39,6 +39,7 @@ from cad.engine.wire import ProgramSpec
 from cad.grammar import ProgramTokenIndex
 from cad.resolver import CopySpan, Document, Program, format_program
 from cad.selector import DecodeResult, Progress, Sampling
+from cad.selector.line_tokens import LineTokens
 from cad.selector.prompt import program_prompt
 from cad.selector.tape import ProgramTape
 
@@ -137,7 +138,8 @@ def plan_program_edit(
     if program is not None:
         subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
     prompt = program_prompt(tokens.tokenizer, doc, instruction, subline=subline)
-    budget = decision_budget(limit, len(prompt), len(tokens.encode(document)), max_new_tokens)
+    document_ids = tokens.encode(document)
+    budget = decision_budget(limit, len(prompt), len(document_ids), max_new_tokens)
     if program is not None:
         check_program_fits(
             tokens.index,
@@ -149,7 +151,8 @@ def plan_program_edit(
             subline=subline,
         )
         target = format_program(program).encode("utf-8")
-    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline)
+    lines = LineTokens.of(tokens.tokenizer, tokens.index, doc, document_ids)
+    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline, lines=lines)
     tape.stats.prefill_tokens = len(prompt)
     widths = tuple(len(line) for line in doc.lines)
     return ProgramEdit(tape, prompt, budget, widths, subline, target)

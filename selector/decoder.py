@@ -258,12 +258,16 @@ class Decoder(ProgramDecoding):
         subline: bool,
         syntax: SyntaxConstraint | None,
         source: Any,
+        lines: LineTokens | None = None,
     ) -> Tape:
         """The tape of one edit: native for the plain program FSM, the Python tape when
-        the program is held to a syntax constraint."""
+        the program is held to a syntax constraint (``lines``: the document's own tokens by
+        line, which ``source`` answers copies from on the native tape)."""
         if syntax is None:
             return NativeTape(self.index, document, source, subline=subline)
-        return ProgramTape(self.index, self.encode, document, subline=subline, syntax=syntax)
+        return ProgramTape(
+            self.index, self.encode, document, subline=subline, syntax=syntax, lines=lines
+        )
 
     def edit(
         self,
@@ -289,7 +293,7 @@ class Decoder(ProgramDecoding):
         document_ids = self.encode(document)
         lines = LineTokens.of(self.loaded.tokenizer, self.index, doc, document_ids)
         source = token_source(self.encode, doc, self.literals, lines)
-        tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source)
+        tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source, lines=lines)
         clock = PhaseClock(self.loaded, tape.stats)
         drafter = ProgramDrafter(
             self.index,

@@ -208,7 +208,8 @@ class ProgramTape(TapeRecord):
     """Program FSM + incremental resolver + the record of appended tokens.
 
     ``tokens[i]`` went into the cache after the prompt; ``decided[i]`` says whether the model
-    chose it (the only tokens a trainer supervises)."""
+    chose it (the only tokens a trainer supervises). ``lines`` (the document's own tokens by
+    line) lets copies of whole lines be read off them instead of tokenized again."""
 
     def __init__(
         self,
@@ -218,9 +219,11 @@ class ProgramTape(TapeRecord):
         *,
         subline: bool = False,
         syntax: SyntaxConstraint | None = None,
+        lines: LineTokens | None = None,
     ) -> None:
         self.index = index
         self.encode = encode
+        self.lines = lines
         self.matcher = syntax_program_matcher(index, document, syntax, subline=subline)
         super().__init__(self.matcher.vocab_size)
         self.resolver = IncrementalResolver(document)
@@ -258,7 +261,11 @@ class ProgramTape(TapeRecord):
         if completed:
             self.op_start = len(self.matcher.text)
         for op in completed:
-            echo.extend(self._count_op(self.resolver.push(op), generated=isinstance(op, Gen)))
+            ids = None
+            if self.lines is not None and isinstance(op, CopyLines):
+                ids = self.lines.copy_tokens(op.start, op.end, self.encode)
+            text = self.resolver.push(op)
+            echo.extend(self._count_op(text, generated=isinstance(op, Gen), ids=ids))
         self.stats.ops = len(self.resolver.ops)
         self._record(echo, decided=False)
         return echo

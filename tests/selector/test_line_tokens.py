@@ -189,3 +189,27 @@ def test_multi_file_tapes_read_copies_off_each_file_without_changing_a_token(
             assert read.tokens == plain.tokens
             assert read.decided == plain.decided
             assert read.stats == plain.stats
+
+
+def test_the_python_tape_reads_copies_off_the_document_without_changing_a_token(
+    qwen2_tokenizer,
+) -> None:
+    from cad.resolver import format_program
+    from cad.selector.tape import ProgramTape
+
+    index = ProgramTokenIndex.for_tokenizer(qwen2_tokenizer, len(qwen2_tokenizer))
+    encode = _encoder(qwen2_tokenizer)
+    for before, after in heval_pairs("python")[:8]:
+        document, lines = _lines_of(qwen2_tokenizer, before)
+        target = format_program(oracle(before, after)).encode("utf-8")
+        tapes = [
+            ProgramTape(index, encode, document),
+            ProgramTape(index, encode, document, lines=lines),
+        ]
+        for tape in tapes:
+            tape.take_forced()
+            while not tape.finished:
+                tape.decide(tape.target_token(target))
+                tape.take_forced()
+        assert tapes[1].tokens == tapes[0].tokens
+        assert tapes[1].stats == tapes[0].stats
