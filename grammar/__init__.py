@@ -7,6 +7,7 @@ package with one line that names the fix instead of running anything without it.
 from cad.grammar._loader import NATIVE_ABI, NativeCoreError, load_native
 from cad.grammar.bitmask import (
     allocate_token_bitmask,
+    allowed_ids,
     apply_token_bitmask_inplace,
     bitmask_width,
     fill_next_token_bitmasks,
@@ -31,6 +32,7 @@ __all__ = [
     "ProgramTokenIndex",
     "Vocabulary",
     "allocate_token_bitmask",
+    "allowed_ids",
     "apply_token_bitmask_inplace",
     "bitmask_width",
     "compile",

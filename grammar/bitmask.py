@@ -161,6 +161,17 @@ def masked_argmax(logits: torch.Tensor, bitmask: torch.Tensor) -> int | None:
     return None if token < 0 else token
 
 
+def allowed_ids(bitmask: torch.Tensor, width: int, limit: int) -> torch.Tensor | None:
+    """The ids below ``width`` that the packed ``bitmask`` row ``(words,)`` allows, in
+    increasing order (int64), or None when there are more than ``limit``: one native pass
+    that stops at the ``limit + 1``-th. What choosing among a few allowed tokens needs
+    without the logits of the whole vocabulary."""
+    address, words = row_address(bitmask, 0)
+    out = torch.empty(limit, dtype=torch.int32)
+    count = _native.allowed_ids(address, words, width, out.data_ptr(), limit)
+    return None if count < 0 else out[:count].long()
+
+
 class NativeMaskFill:
     """The mask side of a :class:`cad.grammar.Matcher` whose native base class writes the
     rows itself (``fill_next_token_bitmask``, ``fill_bools`` and ``vocab_size`` come from that

@@ -77,3 +77,8 @@ class PackedHead:
     def weight(self) -> torch.Tensor:
         """The module's own weight."""
         return self.module.weight
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        """The module's own bias."""
+        return self.module.bias

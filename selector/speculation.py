@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from cad.grammar import allocate_token_bitmask, apply_token_bitmask_inplace
+from cad.grammar import allocate_token_bitmask, allowed_ids, apply_token_bitmask_inplace
 from cad.grammar._native import DraftTree
 from cad.selector import kv
 from cad.selector.loading import LoadedModel
@@ -29,6 +29,9 @@ from cad.selector.tree_verify import NodeLogits, TreeLayout, verify_graph
 
 ProgressCallback = Callable[[Progress], None]
 Logits = NodeLogits | dict[int, torch.Tensor]
+NARROW_MAX = 4096
+"""The most allowed tokens a choice on a CPU scores alone (:meth:`Choice.narrow`) instead of
+projecting the node's whole row of logits."""
 MAX_CHAIN_WITH_DRAFTS = 4096
 """Known tokens a forward may carry together with a draft tree; a longer chain (a long
 prompt or copy) is fed on its own, and the next forward drafts."""
@@ -130,7 +133,11 @@ class Choice:
             return tape.target_token(self.target)
         drafted = list(tree.child_tokens(node))
         if not (self.batched and drafted and isinstance(logits, NodeLogits)):
-            choice = self.one(tape, self.row(logits, node), drafted)
+            choice = None
+            if isinstance(logits, NodeLogits) and logits.narrowable(node):
+                choice = self.narrow(tape, logits, node, drafted)
+            if choice is None:
+                choice = self.one(tape, self.row(logits, node), drafted)
             return choice if self.target is None else tape.target_token(self.target)
         if self._logits is not logits:
             self._logits, self._known = logits, {}
@@ -187,6 +194,38 @@ class Choice:
             choice = speculative_choices(
                 logits[None], [drafted], chooser.sampling, chooser.generator
             )[0]
+        self._lap("choose")
+        return choice
+
+    @torch.inference_mode()
+    def narrow(self, source: Any, logits: NodeLogits, node: int, drafted: list[int]) -> int | None:
+        """The choice at ``node`` from the logits of the allowed tokens alone, where the mask
+        of ``source.matcher`` allows at most :data:`NARROW_MAX` (``None`` otherwise, or where
+        a logit is NaN: the whole row decides then). The same choice as from the whole row
+        under the mask: greedy, the first of the highest; sampled, from the allowed tokens'
+        distribution, by the speculative rule over ``drafted``."""
+        chooser = self.chooser
+        assert chooser is not None
+        self._lap("accept")
+        chooser.fill(source.matcher)
+        width = logits.width
+        ids = allowed_ids(chooser.bitmask[0], width, NARROW_MAX)
+        self._lap("mask")
+        if ids is None or not len(ids):
+            return None
+        values = logits.among(node, ids)
+        if bool(values.isnan().any()):
+            return None
+        if chooser.sampling.temperature <= 0:
+            choice = int(ids[int(values.argmax())])
+        else:
+            row = torch.full((width,), float("-inf"), device=values.device)
+            row[ids.to(values.device)] = values
+            if drafted:
+                sampling, generator = chooser.sampling, chooser.generator
+                choice = speculative_choices(row[None], [drafted], sampling, generator)[0]
+            else:
+                choice = chooser.choose(row)
         self._lap("choose")
         return choice
 

@@ -183,6 +183,29 @@ class NodeLogits:
                 return projected
         return torch.stack([self.cached[n] for n in nodes])
 
+    def narrowable(self, node: int) -> bool:
+        """Whether :meth:`among` can score ``node``: the output layer is known and the node's
+        whole row is not projected already (reading it would cost nothing more)."""
+        return self.head is not None and node not in self.cached
+
+    @property
+    def width(self) -> int:
+        """How many logits a row holds (the output layer's rows)."""
+        return int(self.head.weight.shape[0]) if self.head is not None else self.hidden.shape[-1]
+
+    @torch.inference_mode()
+    def among(self, node: int, ids: torch.Tensor) -> torch.Tensor:
+        """The logits of just ``ids`` after ``node`` (float32, ``(len(ids),)``): those rows of
+        the output layer times the node's hidden state. Where a mask allows a few tokens (a
+        line number's digits), this reads a few rows of the output layer instead of all of
+        them, and leaves the host's caches alone."""
+        assert self.head is not None
+        weight, bias = self.head.weight, self.head.bias
+        rows = weight.index_select(0, ids.to(weight.device))
+        shift = None if bias is None else bias.index_select(0, ids.to(bias.device))
+        hidden = self.hidden[node - self.offset]
+        return torch.nn.functional.linear(hidden, rows, shift).float()
+
     def __getitem__(self, node: int) -> torch.Tensor:
         if node not in self.cached:
             self.rows(self.chain(node))

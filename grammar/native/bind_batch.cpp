@@ -61,6 +61,18 @@ void bind_batch(py::module_& m) {
         "under the packed bitmask row of ``words`` int32 words at address ``row``: the lowest "
         "id among equals, never a NaN; -1 when no allowed id has a logit other than NaN.");
 
+    m.def(
+        "allowed_ids",
+        [](uintptr_t row, size_t words, size_t width, uintptr_t out, size_t limit) {
+            return allowed_ids(reinterpret_cast<const uint32_t*>(row), words, width,
+                               reinterpret_cast<int32_t*>(out), limit);
+        },
+        py::arg("row"), py::arg("words"), py::arg("width"), py::arg("out"), py::arg("limit"),
+        py::call_guard<py::gil_scoped_release>(),
+        "The allowed ids below ``width`` of the packed bitmask row of ``words`` int32 words at "
+        "address ``row``, written in increasing order as int32 to ``out`` (room for ``limit``): "
+        "how many, or -1 as soon as there are more than ``limit``.");
+
     py::class_<NativeMatcher>(m, "NativeMatcher", "Base of every native matcher.")
         .def_property_readonly("vocab_size", &NativeMatcher::vocab_size)
         .def(

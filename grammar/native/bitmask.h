@@ -33,6 +33,24 @@ inline void set_range(uint32_t* row, uint32_t begin, uint32_t end) {
     while (begin < end) set_token(row, static_cast<int32_t>(begin++));
 }
 
+// The allowed ids below ``width`` of a packed bitmask row, in increasing order, written to
+// ``out`` (room for ``limit``); how many there are, or -1 (``out`` then undefined) as soon as
+// there are more than ``limit``.
+inline int64_t allowed_ids(const uint32_t* row, size_t words, size_t width, int32_t* out,
+                           size_t limit) {
+    words = std::min(words, (width + 31) / 32);
+    size_t count = 0;
+    for (size_t word = 0; word < words; ++word) {
+        for (uint32_t rest = row[word]; rest; rest &= rest - 1) {
+            const size_t id = word * 32 + static_cast<size_t>(__builtin_ctz(rest));
+            if (id >= width) break;
+            if (count == limit) return -1;
+            out[count++] = static_cast<int32_t>(id);
+        }
+    }
+    return static_cast<int64_t>(count);
+}
+
 // The greedy choice under a packed bitmask: the lowest allowed id among the first ``width``
 // of ``logits`` with the highest value, as setting every other logit to -inf and taking the
 // first argmax does (a NaN logit is never chosen); -1 when no id below ``width`` is allowed.

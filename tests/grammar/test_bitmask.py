@@ -174,3 +174,20 @@ def test_wrong_bitmasks_are_refused_with_a_reason(qwen2_tokenizer) -> None:
         matcher.fill_next_token_bitmask(torch.zeros(bitmask_width(vocab), 2, dtype=torch.int32).T)
     with pytest.raises(ValueError, match="words but the vocabulary needs"):
         matcher.fill_next_token_bitmask(allocate_token_bitmask(1, vocab // 2))
+
+
+def test_allowed_ids_lists_the_set_bits_below_the_width_and_stops_past_the_limit() -> None:
+    from cad.grammar import allowed_ids
+
+    bitmask = allocate_token_bitmask(1, 200)
+    bitmask.zero_()
+    ids = [0, 5, 31, 32, 63, 64, 150, 199]
+    for token in ids:
+        word, bit = divmod(token, 32)
+        value = (int(bitmask[0, word]) & 0xFFFFFFFF) | (1 << bit)
+        bitmask[0, word] = value - (1 << 32) if value >= 1 << 31 else value
+    assert allowed_ids(bitmask[0], 200, 8).tolist() == ids
+    assert allowed_ids(bitmask[0], 200, 7) is None
+    assert allowed_ids(bitmask[0], 64, 8).tolist() == [0, 5, 31, 32, 63]
+    bitmask.zero_()
+    assert allowed_ids(bitmask[0], 200, 4).tolist() == []

@@ -19,6 +19,7 @@ from cad.selector import (
     regenerate,
     sampling,
 )
+from cad.selector.tree_verify import NodeLogits
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -39,20 +40,28 @@ def test_a_forced_program_still_makes_the_model_choose_at_every_decision(
     tiny_qwen, monkeypatch
 ) -> None:
     """Forcing replaces the model's choices, not their cost: each decision still fills its
-    mask and chooses from the projected logits (a CPU's greedy choice: in native code)
-    before the program's token is taken."""
-    choices: list[int] = []
+    mask and chooses from the logits (a CPU's greedy choice over a whole row: in native
+    code; where the mask allows a few tokens, over their logits alone) before the program's
+    token is taken."""
+    choices: list[str] = []
+    among = NodeLogits.among
 
     def counting_argmax(logits: torch.Tensor, bitmask: torch.Tensor) -> int | None:
         assert logits.shape == (tiny_qwen.vocab_size,)
-        choices.append(1)
+        choices.append("row")
         return masked_argmax(logits, bitmask)
 
+    def counting_among(self, node: int, ids: torch.Tensor) -> torch.Tensor:
+        choices.append("few")
+        return among(self, node, ids)
+
     monkeypatch.setattr(sampling, "masked_argmax", counting_argmax)
+    monkeypatch.setattr(NodeLogits, "among", counting_among)
     before, after = heval_pairs("python")[0]
     result = Decoder(tiny_qwen).edit(before, INSTRUCTION, program=oracle(before, after))
     assert result.text == after
     assert len(choices) == result.stats.generated_tokens > 0
+    assert "few" in choices
 
 
 def test_forced_program_with_multi_digit_tokens_and_subline(tiny_llama) -> None:

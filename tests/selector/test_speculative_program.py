@@ -360,3 +360,22 @@ def test_a_gen_body_rejoins_its_line_after_a_one_byte_change(qwen2_tokenizer, ki
     proposals = drafter.proposals((CopyLines(1, 1),), b"<gen>    p=")
     best = max(proposals, key=lambda p: p.mass)
     assert best.text.startswith(b"<gen>    p= p*d\n")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_choices_among_a_few_allowed_tokens_equal_those_from_the_whole_row(
+    tiny_qwen, monkeypatch, temperature: float
+) -> None:
+    """Scoring only the tokens a mask allows (a line number's digits) chooses as the whole
+    row under the mask does: the same programs, greedy and sampled under a seed."""
+    from cad.selector import speculation
+
+    def decode(narrow_max: int) -> list[Any]:
+        monkeypatch.setattr(speculation, "NARROW_MAX", narrow_max)
+        sampling = Sampling(temperature=temperature, seed=3)
+        decoder = Decoder(tiny_qwen, max_new_tokens=48, sampling=sampling)
+        return [decoder.edit(_document(seed), INSTRUCTION) for seed in range(3)]
+
+    whole, narrowed = decode(0), decode(speculation.NARROW_MAX)
+    assert [r.program for r in narrowed] == [r.program for r in whole]
+    assert [r.stats.forwards for r in narrowed] == [r.stats.forwards for r in whole]
