@@ -414,13 +414,10 @@ def chain_layout(
     return positions[None], slots[None, :] <= positions[:, None]
 
 
-def tree_layout(
-    parents: torch.Tensor, start: torch.Tensor, capacity: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions ``(1, B)`` and visibility ``(B, capacity)`` of a tree of ``B`` nodes in
-    topological order fed after ``start`` cached tokens (``parents[i] < i``, ``-1`` for a
-    root). Ancestor sets are found by pointer jumping: after round ``r`` every node knows its
-    ancestors up to ``2**r`` steps up."""
+def _ancestors(parents: torch.Tensor) -> torch.Tensor:
+    """``(B, B)``: whether node ``j`` is node ``i`` or one of its ancestors, for a tree in
+    topological order (``parents[i] < i``, ``-1`` for a root). Found by pointer jumping:
+    after round ``r`` every node knows its ancestors up to ``2**r`` steps up."""
     size = parents.shape[0]
     nodes = torch.arange(size, device=parents.device)
     up = torch.where(parents < 0, nodes, parents)
@@ -428,7 +425,27 @@ def tree_layout(
     for _ in range(_JUMPS):
         ancestors = ancestors | ancestors[up]
         up = up[up]
+    return ancestors
+
+
+def tree_layout(
+    parents: torch.Tensor, start: torch.Tensor, capacity: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions ``(1, B)`` and visibility ``(B, capacity)`` of a tree of ``B`` nodes in
+    topological order fed after ``start`` cached tokens (``parents[i] < i``, ``-1`` for a
+    root). On the device ``start`` stays a tensor (a graph or compiled code serves every
+    position) and the tree's columns are gathered; eager on a CPU they are written in place,
+    a third of the time."""
+    size = parents.shape[0]
+    ancestors = _ancestors(parents)
     depth = ancestors.sum(dim=1) - 1
+    if parents.is_cpu and not torch.compiler.is_compiling():
+        first = int(start)
+        allowed = torch.empty((size, capacity), dtype=torch.bool)
+        allowed[:, :first] = True
+        allowed[:, first : first + size] = ancestors
+        allowed[:, first + size :] = False
+        return (start + depth)[None], allowed
     slots = torch.arange(capacity, device=parents.device)
     offset = slots - start
     inside = (offset >= 0) & (offset < size)

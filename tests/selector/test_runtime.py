@@ -196,8 +196,13 @@ def test_layers_with_adapters_keep_the_module_path_and_match_eager(qwen) -> None
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("gathered", [False, True], ids=["written", "gathered"])
 @pytest.mark.parametrize("seed", range(8))
-def test_tree_layout_is_the_ancestry_of_any_tree(seed: int) -> None:
+def test_tree_layout_is_the_ancestry_of_any_tree(seed: int, gathered: bool, monkeypatch) -> None:
+    """Both forms of the visibility: written in place (eager on a CPU) and gathered (what a
+    graph or compiled code runs, forced here by pretending to compile)."""
+    if gathered:
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     generator = torch.Generator().manual_seed(seed)
     size = [1, 2, 9, 40, 200, 512][seed % 6]
     parents = [-1] + [int(torch.randint(0, i, (1,), generator=generator)) for i in range(1, size)]
