@@ -85,8 +85,11 @@ def splits_at_line_starts(tokenizer: Any) -> bool:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or backend.pre_tokenizer is None:
         return False
-    pre = json.loads(backend.pre_tokenizer.__getstate__())
-    normalizer = backend.normalizer and json.loads(backend.normalizer.__getstate__())
+    try:
+        pre = json.loads(backend.pre_tokenizer.__getstate__())
+        normalizer = backend.normalizer and json.loads(backend.normalizer.__getstate__())
+    except (AttributeError, TypeError, ValueError):
+        return False
     if normalizer and normalizer.get("type") != "NFC":
         return False
     added = getattr(tokenizer, "added_tokens_decoder", {}).values()

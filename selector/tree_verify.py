@@ -27,6 +27,7 @@ import torch
 
 from cad.grammar._native import DraftTree
 from cad.selector import kv
+from cad.selector.cpu_packing import PackedHead
 from cad.selector.runtime import StaticCache, in_place, output_head
 from cad.selector.sampling import Sampling, batched_reads, greedy_path, speculative_choices
 
@@ -148,6 +149,8 @@ class NodeLogits:
         offset: int = 0,
     ):
         self.head = None if model is None else output_head(model)
+        module = self.head.module if isinstance(self.head, PackedHead) else self.head
+        self.plain_head = type(module) is torch.nn.Linear and module.weight.is_floating_point()
         self.hidden = hidden
         self.offset = offset
         self.graph = graph
@@ -184,9 +187,10 @@ class NodeLogits:
         return torch.stack([self.cached[n] for n in nodes])
 
     def narrowable(self, node: int) -> bool:
-        """Whether :meth:`among` can score ``node``: the output layer is known and the node's
-        whole row is not projected already (reading it would cost nothing more)."""
-        return self.head is not None and node not in self.cached
+        """Whether :meth:`among` can score ``node``: the output layer is a plain linear layer
+        (not quantized, no adapter of its own) and the node's whole row is not projected
+        already (reading it would cost nothing more)."""
+        return self.plain_head and node not in self.cached
 
     @property
     def width(self) -> int:

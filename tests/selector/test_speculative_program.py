@@ -379,3 +379,27 @@ def test_choices_among_a_few_allowed_tokens_equal_those_from_the_whole_row(
     whole, narrowed = decode(0), decode(speculation.NARROW_MAX)
     assert [r.program for r in narrowed] == [r.program for r in whole]
     assert [r.stats.forwards for r in narrowed] == [r.stats.forwards for r in whole]
+
+
+def test_only_a_plain_output_layer_scores_a_few_tokens_alone() -> None:
+    """A quantized or adapted output layer (a subclass of ``Linear``, or another module)
+    projects whole rows: its weight alone does not give its logits."""
+    from cad.selector.tree_verify import NodeLogits
+
+    class Holder:
+        def __init__(self, head: torch.nn.Module) -> None:
+            self.head = head
+
+        def get_output_embeddings(self) -> torch.nn.Module:
+            return self.head
+
+    class Adapted(torch.nn.Linear):
+        pass
+
+    hidden = torch.zeros(3, 8)
+    plain = NodeLogits(Holder(torch.nn.Linear(8, 40)), hidden, None, chunk=1)
+    adapted = NodeLogits(Holder(Adapted(8, 40)), hidden, None, chunk=1)
+    assert plain.narrowable(0) and not adapted.narrowable(0)
+    ids = torch.tensor([1, 7, 39])
+    expected = plain.head(hidden[1])[ids]
+    torch.testing.assert_close(plain.among(1, ids), expected)
