@@ -294,7 +294,7 @@ class Decoder(ProgramDecoding):
         lines = LineTokens.of(self.loaded.tokenizer, self.index, doc, document_ids)
         source = token_source(self.encode, doc, self.literals, lines)
         tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source, lines=lines)
-        clock = PhaseClock(self.loaded, tape.stats)
+        clock = PhaseClock(self.loaded, tape.stats, started=start)
         drafter = ProgramDrafter(
             self.index,
             self.encode,

@@ -101,7 +101,7 @@ class MultiDecoder(ProgramDecoding):
                 for doc, ids in zip(workspace.documents, file_ids, strict=True)
             ],
         )
-        clock = PhaseClock(self.loaded, tape.stats)
+        clock = PhaseClock(self.loaded, tape.stats, started=start)
         prompt = multi_program_prompt(
             self.loaded.tokenizer, workspace, instruction, editable=editable, subline=subline
         )

@@ -21,15 +21,18 @@ from cad.selector.stats import HOST_PARTS, DecodeStats
 class PhaseClock:
     """Adds the time since the last phase ended to one of ``stats``' phase fields; time the
     model's runtime spent capturing graphs or compiling meanwhile goes to ``capture_s``
-    instead. Started when made; host time accumulates per forward until :meth:`next_forward`
-    records it."""
+    instead. Started when made, or at ``started`` (a ``time.perf_counter()`` reading: the
+    decode's own start, so that setting up counts from there); host time accumulates per
+    forward until :meth:`next_forward` records it."""
 
-    def __init__(self, loaded: LoadedModel, stats: DecodeStats) -> None:
+    def __init__(
+        self, loaded: LoadedModel, stats: DecodeStats, started: float | None = None
+    ) -> None:
         self.device = loaded.device
         self.stats = stats
         self.runtime = installed(loaded.model)
         self._captured = self._capture_total()
-        self._last = time.perf_counter()
+        self._last = time.perf_counter() if started is None else started
         self._forward_host = 0.0
 
     def _capture_total(self) -> float:
