@@ -38,6 +38,23 @@ class FlatIndex {
         }
     }
 
+    // Store ``value`` under ``key``, replacing what was there.
+    void assign(uint64_t key, int32_t value) {
+        const size_t mask = slots_.size() - 1;
+        for (size_t at = slot_of(key, mask);; at = (at + 1) & mask) {
+            Slot& slot = slots_[at];
+            if (slot.key == key) {
+                slot.value = value;
+                return;
+            }
+            if (slot.key == kNoKey) {
+                slot = {key, value};
+                if (2 * ++size_ > slots_.size()) grow();
+                return;
+            }
+        }
+    }
+
     size_t size() const { return size_; }
 
   private:

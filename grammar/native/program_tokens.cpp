@@ -87,14 +87,15 @@ void ProgramTokenizer::end() {
 const OpTokens& ProgramTokenizer::after(std::string_view rest, int32_t limit) {
     if (refused_) return none_;
     const program::State& state = scratch_.state();
-    const uint64_t key = key_of(state, rest, limit);
-    std::vector<uint32_t>& bucket = cache_[key];
-    for (uint32_t index : bucket) {
-        const Entry& entry = entries_[index];
+    uint64_t key = key_of(state, rest, limit);
+    if (key == FlatIndex::kNoKey) key = 0;
+    const int32_t newest = newest_.find(key);
+    for (int32_t index = newest; index >= 0; index = entries_[static_cast<size_t>(index)].next) {
+        const Entry& entry = entries_[static_cast<size_t>(index)];
         if (entry.limit == limit && entry.rest == rest && entry.state == state) return entry.tokens;
     }
-    entries_.push_back({state, std::string(rest), limit, tokenize(rest, limit)});
-    bucket.push_back(static_cast<uint32_t>(entries_.size() - 1));
+    entries_.push_back({state, std::string(rest), limit, tokenize(rest, limit), newest});
+    newest_.assign(key, static_cast<int32_t>(entries_.size() - 1));
     return entries_.back().tokens;
 }
 

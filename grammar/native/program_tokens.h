@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_index.h"
 #include "program_index.h"
 #include "program_matcher.h"
 #include "program_proposals.h"
@@ -95,6 +96,7 @@ class ProgramTokenizer {
         std::string rest;
         int32_t limit;
         OpTokens tokens;
+        int32_t next;  // the entry stored before it under the same key, or -1
     };
     static uint64_t key_of(const program::State& state, std::string_view rest, int32_t limit);
     OpTokens tokenize(std::string_view rest, int32_t limit);
@@ -104,7 +106,9 @@ class ProgramTokenizer {
     TokenSource& source_;
     bool started_ = false;
     bool refused_ = false;
-    std::unordered_map<uint64_t, std::vector<uint32_t>> cache_;
+    // The newest entry under each key (a flat table: a cached proposal is found in a probe
+    // or two, which matters when a CPU forward has just evicted the caches).
+    FlatIndex newest_;
     std::vector<Entry> entries_;
     std::vector<std::pair<uint32_t, int32_t>> prefixes_;
     OpTokens none_;
