@@ -105,7 +105,7 @@ class ProgramDrafter:
         Cost: one native call, linear in the nodes grown (at most ``2 * budget + 32`` before
         pruning; proposals and their tokens are cached across forwards) plus the pruning's
         heap operations; at budget 96 on the click commits (2-core x86-64 CPU) under 0.1 ms at
-        the median per forward with the caches warm, and 0.24 ms at the median and 0.42 ms at
+        the median per forward with the caches warm, and 0.22 ms at the median and 0.39 ms at
         p90 when a CPU forward has just evicted them, as in a decode on a CPU (its work is
         then mostly waiting for memory). A copy not drafted from the document's aligned
         tokens asks the token source once per decode (see :func:`cad.selector.tape.token_source`)."""
