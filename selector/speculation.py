@@ -133,11 +133,11 @@ class Choice:
             return tape.target_token(self.target)
         drafted = list(tree.child_tokens(node))
         if not (self.batched and drafted and isinstance(logits, NodeLogits)):
-            choice = None
+            choice, filled = None, False
             if isinstance(logits, NodeLogits) and logits.narrowable(node):
-                choice = self.narrow(tape, logits, node, drafted)
+                choice, filled = self.narrow(tape, logits, node, drafted), True
             if choice is None:
-                choice = self.one(tape, self.row(logits, node), drafted)
+                choice = self.one(tape, self.row(logits, node), drafted, filled=filled)
             return choice if self.target is None else tape.target_token(self.target)
         if self._logits is not logits:
             self._logits, self._known = logits, {}
@@ -178,14 +178,18 @@ class Choice:
         return choice
 
     @torch.inference_mode()
-    def one(self, source: Any, logits: torch.Tensor, drafted: list[int]) -> int:
+    def one(
+        self, source: Any, logits: torch.Tensor, drafted: list[int], *, filled: bool = False
+    ) -> int:
         """The choice at one node from its ``logits`` (masked in place) under the mask of
-        ``source.matcher`` (anything that fills a bitmask row)."""
+        ``source.matcher`` (anything that fills a bitmask row; ``filled``: the chooser holds
+        it already)."""
         chooser = self.chooser
         assert chooser is not None
         self._lap("accept")
         greedy = chooser.sampling.temperature <= 0
-        chooser.fill(source.matcher)
+        if not filled:
+            chooser.fill(source.matcher)
         self._lap("mask")
         if greedy or not drafted:
             choice = chooser.choose(logits)
@@ -201,9 +205,10 @@ class Choice:
     def narrow(self, source: Any, logits: NodeLogits, node: int, drafted: list[int]) -> int | None:
         """The choice at ``node`` from the logits of the allowed tokens alone, where the mask
         of ``source.matcher`` allows at most :data:`NARROW_MAX` (``None`` otherwise, or where
-        a logit is NaN: the whole row decides then). The same choice as from the whole row
-        under the mask: greedy, the first of the highest; sampled, from the allowed tokens'
-        distribution, by the speculative rule over ``drafted``."""
+        a logit is NaN: the whole row decides then, under the mask this leaves filled). The
+        same choice as from the whole row under the mask: greedy, the first of the highest;
+        sampled, from the allowed tokens' distribution, by the speculative rule over
+        ``drafted``."""
         chooser = self.chooser
         assert chooser is not None
         self._lap("accept")

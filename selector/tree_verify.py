@@ -194,8 +194,9 @@ class NodeLogits:
 
     @property
     def width(self) -> int:
-        """How many logits a row holds (the output layer's rows)."""
-        return int(self.head.weight.shape[0]) if self.head is not None else self.hidden.shape[-1]
+        """How many logits a row holds: the output layer's rows (only with an output layer)."""
+        assert self.head is not None
+        return int(self.head.weight.shape[0])
 
     @torch.inference_mode()
     def among(self, node: int, ids: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,7 +147,15 @@ def test_the_model_comes_from_the_command_line_then_the_environment_then_the_fil
 
 
 def test_shell_completion_and_python_dash_m(tmp_path):
-    shown = cad("--show-completion", "bash", cwd=tmp_path)
+    # The completion script is for the shell that runs the command: run it from bash (kept
+    # as its parent, not replaced by it), so that the result does not depend on what
+    # started the tests.
+    shown = subprocess.run(
+        ["bash", "-c", shlex.join([*CAD, "--show-completion"]) + "; exit $?"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert shown.returncode == 0 and "_CAD_COMPLETE" in shown.stdout.decode()
     module = subprocess.run(
         [sys.executable, "-m", "cad", "oracle", "--help"], capture_output=True, cwd=tmp_path
