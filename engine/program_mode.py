@@ -40,6 +40,7 @@ from cad.grammar import ProgramTokenIndex
 from cad.resolver import CopySpan, Document, Program, format_program
 from cad.selector import DecodeResult, Progress, Sampling
 from cad.selector.line_tokens import LineTokens
+from cad.selector.program_tokens import DocumentTokens
 from cad.selector.prompt import program_prompt
 from cad.selector.tape import ProgramTape
 
@@ -151,7 +152,9 @@ def plan_program_edit(
             subline=subline,
         )
         target = format_program(program).encode("utf-8")
-    lines = LineTokens.of(tokens.tokenizer, tokens.index, doc, document_ids)
+    lines = LineTokens.of(
+        tokens.tokenizer, tokens.index, doc, DocumentTokens.of(tokens.index, doc, document_ids)
+    )
     tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline, lines=lines)
     tape.stats.prefill_tokens = len(prompt)
     widths = tuple(len(line) for line in doc.lines)

@@ -42,6 +42,7 @@ from cad.selector.errors import Cancelled, ContextTooLongError
 from cad.selector.line_tokens import LineTokens
 from cad.selector.loading import LoadedModel
 from cad.selector.program_drafting import ProgramDrafter
+from cad.selector.program_tokens import DocumentTokens
 from cad.selector.prompt import program_prompt
 from cad.selector.sampling import Sampling, TokenChooser, batched_reads
 from cad.selector.speculation import (
@@ -290,8 +291,8 @@ class Decoder(ProgramDecoding):
             resolve(program, doc)
             target = format_program(program).encode("utf-8")
             subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-        document_ids = self.encode(document)
-        lines = LineTokens.of(self.loaded.tokenizer, self.index, doc, document_ids)
+        document_tokens = DocumentTokens.of(self.index, doc, self.encode(document))
+        lines = LineTokens.of(self.loaded.tokenizer, self.index, doc, document_tokens)
         source = token_source(self.encode, doc, self.literals, lines)
         tape = self.new_tape(doc, subline=subline, syntax=syntax, source=source, lines=lines)
         clock = PhaseClock(self.loaded, tape.stats, started=start)
@@ -302,10 +303,10 @@ class Decoder(ProgramDecoding):
             subline=subline,
             prior=self.prior,
             source=source,
-            document_ids=document_ids,
+            document_tokens=document_tokens,
         )
         prompt = program_prompt(self.loaded.tokenizer, doc, instruction, subline=subline)
-        limit = self.check_context(len(prompt), len(document_ids))
+        limit = self.check_context(len(prompt), len(document_tokens.ids))
         tape.stats.prefill_tokens = len(prompt)
         chooser = TokenChooser.for_model(self.loaded, self.sampling)
         batched = batched_reads(self.loaded.device)
@@ -397,12 +398,12 @@ def replay_forced(
     (:mod:`cad.selector.line_tokens`)."""
     doc = Document(document)
     subline = subline or any(isinstance(op, CopySpan) for op in program.ops)
-    document_ids = encode(document)
-    lines = None if tokenizer is None else LineTokens.of(tokenizer, index, doc, document_ids)
+    tokens = DocumentTokens.of(index, doc, encode(document))
+    lines = None if tokenizer is None else LineTokens.of(tokenizer, index, doc, tokens)
     source = token_source(encode, doc, literal_tokens(index), lines)
     tape = NativeTape(index, doc, source, subline=subline)
     drafter = ProgramDrafter(
-        index, encode, doc, subline=subline, prior=prior, source=source, document_ids=document_ids
+        index, encode, doc, subline=subline, prior=prior, source=source, document_tokens=tokens
     )
     target = format_program(program).encode("utf-8")
     tree = DraftTree()

@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
 from typing import Any
 
 from cad.grammar import ProgramTokenIndex
 from cad.resolver import Document
+from cad.selector.program_tokens import DocumentTokens
 
 LINE_SPLIT_PATTERNS = frozenset(
     {
@@ -109,25 +109,25 @@ def is_solid(line: str) -> bool:
 
 @dataclass(frozen=True)
 class LineTokens:
-    """A document's own tokens by line: ``line_tokens[k]`` of ``ids`` start before line
-    ``k + 1`` (``k = 0 .. n``), and the tokenizer cuts at the start of line ``k + 1`` where
-    ``cut[k]`` (always at the document's two ends). ``first_cut[k]`` is the first ``j >= k``
-    with ``cut[j]``, ``last_cut[k]`` the last ``j <= k``."""
+    """A document's own tokens by line (``tokens``, see
+    :class:`cad.selector.program_tokens.DocumentTokens`) and where the tokenizer cuts: at
+    line start ``k`` (the start of line ``k + 1``, ``k = 0 .. n``) where a token starts there
+    and the line is solid (always at the document's two ends). ``first_cut[k]`` is the first
+    cut ``j >= k``, ``last_cut[k]`` the last ``j <= k``."""
 
     document: Document
-    ids: tuple[int, ...]
-    line_tokens: tuple[int, ...]
+    tokens: DocumentTokens
     first_cut: tuple[int, ...]
     last_cut: tuple[int, ...]
 
     @classmethod
     def of(
-        cls, tokenizer: Any, index: ProgramTokenIndex, document: Document, ids: Sequence[int]
+        cls, tokenizer: Any, index: ProgramTokenIndex, document: Document, tokens: DocumentTokens
     ) -> LineTokens | None:
-        """The document's ``ids`` (its whole text tokenized by ``tokenizer``) by line, or
-        ``None`` where copies cannot be read off them: the tokenizer is not one that cuts at
-        line starts, or the tokens do not spell the document (normalized text, added
-        tokens without bytes)."""
+        """The document's ``tokens`` (its whole text tokenized by ``tokenizer``, placed on its
+        lines) with the tokenizer's cuts, or ``None`` where copies cannot be read off them:
+        the tokenizer is not one that cuts at line starts, or the tokens do not spell the
+        document (normalized text, added tokens without bytes)."""
         if not splits_at_line_starts(tokenizer):
             return None
         text = document.text
@@ -136,7 +136,7 @@ class LineTokens:
             return None
         token_bytes = index.vocabulary.token_bytes
         try:
-            pieces = [token_bytes[t] for t in ids]
+            pieces = [token_bytes[t] for t in tokens.ids]
         except IndexError:
             return None
         if None in pieces or b"".join(pieces) != text.encode("utf-8"):
@@ -144,19 +144,15 @@ class LineTokens:
         lines = document.lines
         if not lines:
             return None
-        ends = accumulate(map(len, pieces))
-        token_at = {0: 0} | {offset: count for count, offset in enumerate(ends, 1)}
-        offsets = accumulate((len(line.encode("utf-8")) for line in lines), initial=0)
         solid = [True, *map(is_solid, lines[1:]), True]
-        line_tokens = [token_at.get(offset, -1) for offset in offsets]
-        cut = [count >= 0 and firm for count, firm in zip(line_tokens, solid, strict=True)]
+        cut = [aligned and firm for aligned, firm in zip(tokens.aligned, solid, strict=True)]
         first_cut = list(range(len(cut)))
         for k in range(len(cut) - 2, -1, -1):
             first_cut[k] = k if cut[k] else first_cut[k + 1]
         last_cut = list(range(len(cut)))
         for k in range(1, len(cut)):
             last_cut[k] = k if cut[k] else last_cut[k - 1]
-        return cls(document, tuple(ids), tuple(line_tokens), tuple(first_cut), tuple(last_cut))
+        return cls(document, tokens, tuple(first_cut), tuple(last_cut))
 
     def copy_tokens(self, first: int, last: int, encode: Callable[[str], list[int]]) -> list[int]:
         """The tokenizer's tokens of lines ``first`` to ``last`` (1-based, inclusive), equal
@@ -167,7 +163,8 @@ class LineTokens:
         if head >= tail:
             return encode("".join(lines[first - 1 : last]))
         out = encode("".join(lines[first - 1 : head])) if head > first - 1 else []
-        out.extend(self.ids[self.line_tokens[head] : self.line_tokens[tail]])
+        counts = self.tokens.line_tokens
+        out.extend(self.tokens.ids[counts[head] : counts[tail]])
         if tail < last:
             out.extend(encode("".join(lines[tail:last])))
         return out

@@ -23,6 +23,7 @@ from cad.selector.decoder import ProgramDecoding, walk_ahead
 from cad.selector.line_tokens import LineTokens
 from cad.selector.multi_drafting import MultiDrafter
 from cad.selector.multi_tape import MultiProgramTape
+from cad.selector.program_tokens import DocumentTokens
 from cad.selector.prompt import multi_program_prompt
 from cad.selector.sampling import TokenChooser, batched_reads
 from cad.selector.speculation import (
@@ -97,7 +98,7 @@ class MultiDecoder(ProgramDecoding):
             editable=range(1, editable + 1),
             subline=subline,
             lines=[
-                LineTokens.of(tokenizer, self.index, doc, ids)
+                LineTokens.of(tokenizer, self.index, doc, DocumentTokens.of(self.index, doc, ids))
                 for doc, ids in zip(workspace.documents, file_ids, strict=True)
             ],
         )

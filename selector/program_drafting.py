@@ -55,8 +55,8 @@ class ProgramDrafter:
     """Proposes the next ops of a program over ``document`` and grows them into draft trees,
     in native code. ``index`` and ``encode`` are the decoder's, so drafted tokens are exactly
     the tokens the decoder would append for the same program text; ``source`` (the decode's
-    :func:`cad.selector.tape.token_source`) is shared with the tape; ``document_ids`` (the
-    document's own tokens, tokenized when not given) estimate how long a copy is."""
+    :func:`cad.selector.tape.token_source`) is shared with the tape; ``document_tokens`` (the
+    document's own tokens by line, tokenized when not given) estimate how long a copy is."""
 
     def __init__(
         self,
@@ -67,12 +67,13 @@ class ProgramDrafter:
         subline: bool = False,
         prior: ProgramPrior | None = None,
         source: _native.TokenSource | None = None,
-        document_ids: Sequence[int] | None = None,
+        document_tokens: DocumentTokens | None = None,
     ) -> None:
         self.prior = prior or ProgramPrior()
         self.source = source or token_source(encode, document)
-        ids = encode(document.text) if document_ids is None else document_ids
-        tokens = DocumentTokens.of(index, document, ids)
+        tokens = document_tokens
+        if tokens is None:
+            tokens = DocumentTokens.of(index, document, encode(document.text))
         self.native = _native.ProgramDrafter(
             index.native,
             index.vocabulary.native_trie,

@@ -18,6 +18,7 @@ from cad.grammar import ProgramTokenIndex
 from cad.resolver import CopyLines, Document, op_text, oracle
 from cad.selector.decoder import replay_forced
 from cad.selector.line_tokens import BLANK, LineTokens, is_solid, splits_at_line_starts
+from cad.selector.program_tokens import DocumentTokens
 from tests.conftest import heval_pairs
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -28,10 +29,14 @@ def _encoder(tokenizer):
     return lambda text: tokenizer.encode(text, add_special_tokens=False)
 
 
+def _line_tokens(tokenizer, index, document: Document, ids: list[int]) -> LineTokens | None:
+    return LineTokens.of(tokenizer, index, document, DocumentTokens.of(index, document, ids))
+
+
 def _lines_of(tokenizer, text: str) -> tuple[Document, LineTokens | None]:
     document = Document(text)
     index = ProgramTokenIndex.for_tokenizer(tokenizer, len(tokenizer))
-    return document, LineTokens.of(tokenizer, index, document, _encoder(tokenizer)(text))
+    return document, _line_tokens(tokenizer, index, document, _encoder(tokenizer)(text))
 
 
 def _assert_every_copy_exact(tokenizer, text: str, *, longest: int = 0) -> None:
@@ -149,12 +154,12 @@ def test_other_tokenizers_and_documents_are_refused(qwen2_tokenizer) -> None:
     lowered.backend_tokenizer.normalizer = normalizers.Lowercase()
     for other in (byte_level, lowered, object()):
         assert not splits_at_line_starts(other)
-        assert LineTokens.of(other, index, document, ids) is None
-    assert LineTokens.of(qwen2_tokenizer, index, document, ids[:-1]) is None
+        assert _line_tokens(other, index, document, ids) is None
+    assert _line_tokens(qwen2_tokenizer, index, document, ids[:-1]) is None
     special = Document("x = 1\n<|endoftext|>\ny = 2\n")
     special_ids = _encoder(qwen2_tokenizer)(special.text)
-    assert LineTokens.of(qwen2_tokenizer, index, special, special_ids) is None
-    assert LineTokens.of(qwen2_tokenizer, index, Document(""), []) is None
+    assert _line_tokens(qwen2_tokenizer, index, special, special_ids) is None
+    assert _line_tokens(qwen2_tokenizer, index, Document(""), []) is None
 
 
 def test_replays_read_copies_off_the_document_without_changing_a_forward(qwen2_tokenizer) -> None:
@@ -179,7 +184,7 @@ def test_multi_file_tapes_read_copies_off_each_file_without_changing_a_token(
     for before, after in moves("python", 4):
         workspace = Workspace(before)
         lines = [
-            LineTokens.of(qwen2_tokenizer, index, doc, encode(doc.text))
+            _line_tokens(qwen2_tokenizer, index, doc, encode(doc.text))
             for doc in workspace.documents
         ]
         for granularity in ("line", "subline"):
