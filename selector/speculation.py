@@ -223,16 +223,12 @@ class Choice:
             return None
         if chooser.sampling.temperature <= 0:
             choice = int(ids[int(values.argmax())])
-        else:
-            row = torch.full((width,), float("-inf"), device=values.device)
-            row[ids.to(values.device)] = values
-            if drafted:
-                sampling, generator = chooser.sampling, chooser.generator
-                choice = speculative_choices(row[None], [drafted], sampling, generator)[0]
-            else:
-                choice = chooser.choose(row)
+            self._lap("choose")
+            return choice
+        row = torch.full((width,), float("-inf"), device=values.device)
+        row[ids.to(values.device)] = values
         self._lap("choose")
-        return choice
+        return self.one(source, row, drafted, filled=True)
 
     def along_path(
         self,
