@@ -39,11 +39,24 @@ def pick_device(device: str = "auto") -> torch.device:
     return chosen
 
 
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``auto`` means bfloat16 on a GPU that supports it, float16 on other GPUs, float32 on CPU."""
+def native_bfloat16_cpu() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX): there a
+    bfloat16 projection runs about twice as fast as a float32 one (packed weights, a 2-core
+    AMD EPYC: see docs/compile.md); elsewhere bfloat16 is emulated and slower."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def pick_dtype(dtype: str, device: torch.device, *, training: bool = False) -> torch.dtype:
+    """``auto`` means bfloat16 on a GPU that supports it, float16 on other GPUs; on a CPU,
+    bfloat16 where it multiplies bfloat16 in hardware (:func:`native_bfloat16_cpu`), else
+    float32. ``training`` keeps float32 on every CPU (adapter gradients and optimizer state
+    in full precision; a CPU trains tiny models only)."""
     if dtype == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if not training and native_bfloat16_cpu():
+            return torch.bfloat16
         return torch.float32
     if dtype not in _DTYPES:
         raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPES)}")
@@ -185,7 +198,7 @@ def use_runtime(
 
     By default (``graphs`` not False) a model decodes through the static-cache runtime where
     that is faster than transformers' eager forward: on a GPU with every forward replayed as
-    a CUDA graph, on a CPU in float32 with its weights packed for oneDNN
+    a CUDA graph, on a CPU in float32 or bfloat16 with its weights packed for oneDNN
     (:mod:`cad.selector.cpu_packing`; about twice the eager speed where measured). Elsewhere,
     or with ``graphs=False``, transformers' eager forward and dynamic cache decode.
     ``compile`` adds regionally compiled layers (anywhere). An architecture the runtime does

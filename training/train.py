@@ -141,7 +141,7 @@ def load_trainable(config: TrainConfig, adapter: Path | None = None) -> tuple[An
 
     try:
         device = pick_device(config.device)
-        dtype = pick_dtype(config.dtype, device)
+        dtype = pick_dtype(config.dtype, device, training=True)
     except ModelLoadError as exc:
         raise TrainingError(str(exc)) from None
     four_bit = device.type == "cuda" if config.four_bit is None else config.four_bit

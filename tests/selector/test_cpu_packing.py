@@ -62,11 +62,14 @@ def test_a_compiled_runtime_does_not_pack(tiny_qwen, monkeypatch) -> None:
         ("", torch.float32, 100, False),
         ("1", torch.float32, 100, True),
         ("0", torch.float32, 10**12, False),
-        ("", torch.bfloat16, 10**12, False),
-        ("1", torch.bfloat16, 10**12, False),
+        ("", torch.bfloat16, 10**12, True),
+        ("", torch.bfloat16, 100, False),
+        ("0", torch.bfloat16, 10**12, False),
+        ("", torch.float16, 10**12, False),
+        ("1", torch.float16, 10**12, False),
     ],
 )
-def test_packing_is_wanted_for_float32_weights_that_fit_in_memory(
+def test_packing_is_wanted_for_float32_and_bfloat16_weights_that_fit_in_memory(
     monkeypatch, setting: str, dtype: torch.dtype, available: int, wanted: bool
 ) -> None:
     monkeypatch.setenv(PACKING_ENV, setting)
@@ -77,20 +80,39 @@ def test_packing_is_wanted_for_float32_weights_that_fit_in_memory(
     assert packing_wanted(weights) is wanted
 
 
-def test_packed_linear_equals_functional_linear() -> None:
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_packed_linear_equals_functional_linear(dtype: torch.dtype, tolerance: float) -> None:
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(48, 32, generator=generator)
-    bias = torch.randn(48, generator=generator)
+    weight = torch.randn(48, 32, generator=generator).to(dtype)
+    bias = torch.randn(48, generator=generator).to(dtype)
     packed = cpu_packing.pack(weight)
     for rows in (1, 8, 97):
-        x = torch.randn(1, rows, 32, generator=generator)
+        x = torch.randn(1, rows, 32, generator=generator).to(dtype)
         for b in (bias, None):
+            product = cpu_packing.linear(x, weight, b, packed)
+            assert product.dtype == dtype
             torch.testing.assert_close(
-                cpu_packing.linear(x, weight, b, packed),
+                product,
                 torch.nn.functional.linear(x, weight, b),
-                atol=1e-5,
-                rtol=1e-5,
+                atol=tolerance,
+                rtol=tolerance,
             )
+
+
+def test_bfloat16_forwards_are_packed_and_equal_the_eager_forward(tiny_qwen, monkeypatch) -> None:
+    monkeypatch.setenv(PACKING_ENV, "")
+    model = copy.deepcopy(tiny_qwen.model).to(torch.bfloat16)
+    runtime = StaticRuntime(model, CPU, compile=False)
+    assert isinstance(runtime.parts.head, PackedHead)
+    assert all(layer.packed is not None for layer in runtime.parts.layers)
+    reference = copy.deepcopy(tiny_qwen.model)
+    caches = runtime.new_cache(), kv.new_cache(reference)
+    for step, size in enumerate((45, 1, 7, 33)):
+        tokens = _tokens(step, size)
+        logits = kv.append(model, caches[0], tokens, CPU)
+        eager = kv.append(reference, caches[1], tokens, CPU)
+        assert logits.dtype == torch.float32
+        torch.testing.assert_close(logits, eager, atol=2e-2, rtol=0)
 
 
 def test_node_logits_project_through_the_installed_runtimes_head(tiny_qwen, monkeypatch) -> None:

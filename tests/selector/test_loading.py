@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cad.selector import ModelLoadError, load_model
+from cad.selector.cpu_packing import PackedHead
+from cad.selector.loading import native_bfloat16_cpu, pick_dtype
+from cad.selector.runtime import output_head
 
 
 def test_missing_folder(tmp_path) -> None:
@@ -37,3 +41,28 @@ def test_loaded_model_reports_device_dtype_and_warms_up(tiny_qwen) -> None:
     assert str(tiny_qwen.dtype) == "torch.float32"
     assert tiny_qwen.vocab_size >= len(tiny_qwen.tokenizer)
     tiny_qwen.warm_up()
+
+
+@pytest.mark.parametrize(("avx512_bf16", "amx"), [(True, False), (False, True), (False, False)])
+def test_auto_dtype_on_a_cpu_is_bfloat16_where_it_is_multiplied_in_hardware(
+    monkeypatch, avx512_bf16: bool, amx: bool
+) -> None:
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    native = avx512_bf16 or amx
+    assert native_bfloat16_cpu() is native
+    cpu = torch.device("cpu")
+    assert pick_dtype("auto", cpu) == (torch.bfloat16 if native else torch.float32)
+    assert pick_dtype("auto", cpu, training=True) == torch.float32
+    assert pick_dtype("float32", cpu) == torch.float32
+    assert pick_dtype("bfloat16", cpu, training=True) == torch.bfloat16
+
+
+def test_a_cpu_model_loads_in_bfloat16_and_decodes_through_the_packed_runtime(
+    tiny_qwen, monkeypatch
+) -> None:
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    loaded = load_model(tiny_qwen.name, device="cpu")
+    assert loaded.dtype == torch.bfloat16
+    assert next(loaded.model.parameters()).dtype == torch.bfloat16
+    assert isinstance(output_head(loaded.model), PackedHead)
