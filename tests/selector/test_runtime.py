@@ -42,7 +42,14 @@ from cad.selector.loading import LoadedModel
 from cad.selector.rewrite import speculate
 from cad.selector.runtime import BUCKETS, StaticCache, StaticRuntime, install, uninstall
 from cad.selector.sampling import TokenChooser, _kernel, masked_greedy
-from cad.selector.static_forward import FusedLayer, ModelParts, tree_layout
+from cad.selector.static_forward import (
+    GROUPED_MATMUL_MAX,
+    FusedLayer,
+    ModelParts,
+    Visibility,
+    attend,
+    tree_layout,
+)
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 from tests.conftest import SMALL_DRAFTS as CONFIG
 
@@ -221,6 +228,37 @@ def test_tree_layout_is_the_ancestry_of_any_tree(seed: int, gathered: bool, monk
         depths.append(depth)
     assert torch.equal(visible, expected)
     assert positions.tolist() == [[start + d for d in depths]]
+
+
+@pytest.mark.parametrize("size", [2, 37, GROUPED_MATMUL_MAX, GROUPED_MATMUL_MAX + 1])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_attention_over_a_tree_equals_the_exact_product_in_every_form(
+    size: int, dtype: torch.dtype
+) -> None:
+    """On a CPU, trees of up to :data:`GROUPED_MATMUL_MAX` nodes in bfloat16 take the grouped
+    products in the weights' precision, anything else PyTorch's fused attention; either
+    equals attention in float64 to the precision of its dtype."""
+    generator = torch.Generator().manual_seed(size)
+    heads, kv_heads, dim, past = 14, 2, 64, 300
+    parents = [-1] + [int(torch.randint(0, i, (1,), generator=generator)) for i in range(1, size)]
+    _, allowed = tree_layout(torch.tensor(parents), torch.tensor(past), past + size)
+    visible = Visibility.of(allowed, dtype)
+    grouped = dtype == torch.bfloat16 and size <= GROUPED_MATMUL_MAX
+    assert (visible.blocked is not None) is grouped
+    if grouped:
+        assert torch.equal(visible.blocked, ~allowed)
+    query = torch.randn(1, heads, size, dim, generator=generator)
+    keys, values = (torch.randn(1, kv_heads, past + size, dim, generator=generator) for _ in "kv")
+    got = attend(query.to(dtype), keys.to(dtype), values.to(dtype), visible, dim**-0.5)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        *(t.to(dtype).double() for t in (query, keys, values)),
+        attn_mask=allowed[None, None],
+        scale=dim**-0.5,
+        enable_gqa=True,
+    )
+    expected = expected.transpose(1, 2).reshape(1, size, heads * dim)
+    error = float((got.double() - expected).norm() / expected.norm())
+    assert error < (1e-2 if dtype == torch.bfloat16 else 1e-5)
 
 
 def _tree(root: int, seed: int, budget: int) -> Any:
