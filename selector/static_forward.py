@@ -458,6 +458,8 @@ GROUPED_MATMUL_MAX = 128
 on a CPU in bfloat16 or float16 (a draft tree, the chains between); wider ones (long
 appends) use PyTorch's fused attention."""
 LOW_PRECISION = (torch.bfloat16, torch.float16)
+"""Cache dtypes whose forwards of up to :data:`GROUPED_MATMUL_MAX` tokens attend through
+grouped products with a softmax in that dtype on a CPU (see :func:`attend`)."""
 
 
 @dataclass(frozen=True)
@@ -507,18 +509,15 @@ def attend(
     for 8 to 128 tokens over a few thousand slots. Wider inputs use the fused attention."""
     _, heads, size, dim = query.shape
     kv_heads = keys.shape[1]
-    if visible.blocked is not None:
-        groups = heads // kv_heads
-        grouped = (query * scale).reshape(1, kv_heads, groups * size, dim)
+    if visible.blocked is not None or visible.additive is not None:
+        groups, blocked = heads // kv_heads, visible.blocked
+        scaled = query if blocked is None else query * scale
+        grouped = scaled.reshape(1, kv_heads, groups * size, dim)
         scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(1, kv_heads, groups, size, -1)
-        weights = torch.softmax(scores.masked_fill_(visible.blocked, float("-inf")), dim=-1)
-        out = torch.matmul(weights.view(1, kv_heads, groups * size, -1), values)
-        return out.view(1, heads, size, dim).transpose(1, 2).reshape(1, size, heads * dim)
-    if visible.additive is not None:
-        groups = heads // kv_heads
-        grouped = query.reshape(1, kv_heads, groups * size, dim)
-        scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(1, kv_heads, groups, size, -1)
-        weights = torch.softmax(torch.add(visible.additive, scores, alpha=scale), dim=-1)
+        if blocked is None:
+            weights = torch.softmax(torch.add(visible.additive, scores, alpha=scale), dim=-1)
+        else:
+            weights = torch.softmax(scores.masked_fill_(blocked, float("-inf")), dim=-1)
         out = torch.matmul(weights.to(values.dtype).view(1, kv_heads, groups * size, -1), values)
         return out.view(1, heads, size, dim).transpose(1, 2).reshape(1, size, heads * dim)
     out = torch.nn.functional.scaled_dot_product_attention(
