@@ -119,26 +119,30 @@ def thread_count() -> int:
 
 def test_dropping_a_grammar_stops_and_joins_its_worker(qwen2_vocab) -> None:
     """A grammar dropped right after compiling (its worker most likely mid-walk), or while a
-    matcher of it is filling on another thread, goes away cleanly and leaves no thread."""
+    matcher of it is filling on another thread, goes away cleanly and leaves no thread: at
+    its last reference, without the cycle collector (which stays off here)."""
     schema = dict(fixture_schemas())["BFCL_simple_122"]["schema"]
     compile(schema, qwen2_vocab, format="json-schema")
     gc.collect()
     before = thread_count()
-    for round in range(20):
-        compiled = compile(schema, qwen2_vocab, format="json-schema")
-        if round % 2:
-            matcher = compiled.matcher()
-            filler = threading.Thread(
-                target=matcher.fill_next_token_bitmask,
-                args=(grammar.allocate_token_bitmask(1, qwen2_vocab.size),),
-            )
-            filler.start()
-            del compiled, matcher
-            filler.join()
-        else:
-            del compiled
-        gc.collect()
-        assert thread_count() == before
+    gc.disable()
+    try:
+        for round in range(20):
+            compiled = compile(schema, qwen2_vocab, format="json-schema")
+            if round % 2:
+                matcher = compiled.matcher()
+                filler = threading.Thread(
+                    target=matcher.fill_next_token_bitmask,
+                    args=(grammar.allocate_token_bitmask(1, qwen2_vocab.size),),
+                )
+                filler.start()
+                del compiled, matcher
+                filler.join()
+            else:
+                del compiled
+            assert thread_count() == before
+    finally:
+        gc.enable()
 
 
 def test_the_worker_stops_at_its_memory_budget(qwen2_tokenizer, qwen2_vocab) -> None:
