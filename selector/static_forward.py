@@ -455,11 +455,12 @@ def tree_layout(
 
 GROUPED_MATMUL_MAX = 128
 """The widest forward whose attention is written as grouped matrix products on a GPU, and
-on a CPU in bfloat16 or float16 (a draft tree, the chains between); wider ones (long
-appends) use PyTorch's fused attention."""
+on a CPU in bfloat16 or float16 the most query rows one grouped product takes (wider
+forwards there go in blocks of this many rows); elsewhere wider forwards use PyTorch's
+fused attention."""
 LOW_PRECISION = (torch.bfloat16, torch.float16)
-"""Cache dtypes whose forwards of up to :data:`GROUPED_MATMUL_MAX` tokens attend through
-grouped products with a softmax in that dtype on a CPU (see :func:`attend`)."""
+"""Cache dtypes whose forwards attend through grouped products with a softmax in that dtype
+on a CPU (see :func:`attend`)."""
 
 
 @dataclass(frozen=True)
@@ -467,24 +468,33 @@ class Visibility:
     """What the ``B`` fed tokens may attend to over ``S`` cache slots, in the form each
     attention kernel takes: a boolean ``(B, S)``; for the grouped matrix products around a
     float32 softmax, an additive float32 ``(B, S)`` mask (0 or ``-inf``); for those in the
-    weights' own precision (a CPU in bfloat16), the blocked slots ``~allowed``. Built once
-    per forward."""
+    weights' own precision (a CPU in bfloat16), the blocked slots from slot ``first`` on,
+    ``~allowed[:, first:]`` (every slot before the fed tokens' first is visible to all of
+    them, so only the rest needs a mask). Built once per forward."""
 
     allowed: torch.Tensor
     additive: torch.Tensor | None
     blocked: torch.Tensor | None = None
+    first: int = 0
 
     @classmethod
-    def of(cls, allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> Visibility:
+    def of(
+        cls, allowed: torch.Tensor, dtype: torch.dtype = torch.float32, first: int | None = None
+    ) -> Visibility:
         """The masks for ``allowed`` over a cache of ``dtype``; the additive one or the
-        blocked slots only where :func:`attend` uses them."""
+        blocked slots only where :func:`attend` uses them. ``first``: the slot of the first
+        fed token, where known on the host (eager on a CPU); a forward wider than
+        :data:`GROUPED_MATMUL_MAX` needs it for the grouped products."""
         size = allowed.shape[0]
         if size == 1 or (allowed.is_cuda and size <= GROUPED_MATMUL_MAX):
             additive = torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device)
             additive.masked_fill_(~allowed, float("-inf"))
             return cls(allowed, additive)
-        if dtype in LOW_PRECISION and size <= GROUPED_MATMUL_MAX:
-            return cls(allowed, None, ~allowed)
+        if dtype in LOW_PRECISION and not allowed.is_cuda:
+            if first is not None:
+                return cls(allowed, None, ~allowed[:, first:], first)
+            if size <= GROUPED_MATMUL_MAX:
+                return cls(allowed, None, ~allowed)
         return cls(allowed, None)
 
 
@@ -502,24 +512,34 @@ def attend(
     The decode step, and on a GPU every forward up to :data:`GROUPED_MATMUL_MAX` tokens, is
     written as two matrix products around a float32 softmax, five kernels reading the window
     once (PyTorch's fused attention takes no boolean mask together with grouped heads on a
-    GPU, and falls back to copying every key/value head). On a CPU in bfloat16 such forwards
-    are two matrix products around a softmax in the weights' precision (scores rounded to
-    bfloat16, as the GPU's products round them): PyTorch's fused CPU attention runs far below
-    the bfloat16 products' rate, and this form takes a half to three quarters of its time
-    for 8 to 128 tokens over a few thousand slots. Wider inputs use the fused attention."""
+    GPU, and falls back to copying every key/value head). On a CPU in bfloat16 every forward
+    is two matrix products around a softmax in the weights' precision (scores rounded to
+    bfloat16, as the GPU's products round them), the mask applied only to the fed tokens'
+    own slots, and a wider forward (a prompt's chunks) in blocks of
+    :data:`GROUPED_MATMUL_MAX` query rows, each over the slots up to its last row's: a fed
+    token sees no later one. PyTorch's fused CPU attention runs far below the bfloat16
+    products' rate: this form takes a half to three quarters of its time for 8 to 128 tokens
+    over a few thousand slots, and about a third for a 512-token chunk. Elsewhere wider
+    inputs use the fused attention."""
     _, heads, size, dim = query.shape
-    kv_heads = keys.shape[1]
-    if visible.blocked is not None or visible.additive is not None:
-        groups, blocked = heads // kv_heads, visible.blocked
-        scaled = query if blocked is None else query * scale
-        grouped = scaled.reshape(1, kv_heads, groups * size, dim)
-        scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(1, kv_heads, groups, size, -1)
-        if blocked is None:
-            weights = torch.softmax(torch.add(visible.additive, scores, alpha=scale), dim=-1)
-        else:
-            weights = torch.softmax(scores.masked_fill_(blocked, float("-inf")), dim=-1)
-        out = torch.matmul(weights.to(values.dtype).view(1, kv_heads, groups * size, -1), values)
-        return out.view(1, heads, size, dim).transpose(1, 2).reshape(1, size, heads * dim)
+    if visible.additive is not None:
+        return _grouped(query, keys, values, scale, additive=visible.additive)
+    blocked, first = visible.blocked, visible.first
+    if blocked is not None and size <= GROUPED_MATMUL_MAX:
+        return _grouped(query, keys, values, scale, blocked=blocked, first=first)
+    if blocked is not None:
+        pieces = []
+        for low in range(0, size, GROUPED_MATMUL_MAX):
+            high = min(size, low + GROUPED_MATMUL_MAX)
+            end = first + high
+            rows = query[:, :, low:high]
+            mask = blocked[low:high, :high]
+            pieces.append(
+                _grouped(
+                    rows, keys[:, :, :end], values[:, :, :end], scale, blocked=mask, first=first
+                )
+            )
+        return torch.cat(pieces, dim=1)
     out = torch.nn.functional.scaled_dot_product_attention(
         query,
         keys,
@@ -529,6 +549,35 @@ def attend(
         enable_gqa=True,
     )
     return out.transpose(1, 2).reshape(1, size, heads * dim)
+
+
+def _grouped(
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scale: float,
+    *,
+    additive: torch.Tensor | None = None,
+    blocked: torch.Tensor | None = None,
+    first: int = 0,
+) -> torch.Tensor:
+    """Attention as two grouped matrix products (the heads sharing a key/value head stacked
+    as rows of one product) around a softmax: in float32 with the ``additive`` mask, or in
+    the scores' own precision with the ``blocked`` slots from slot ``first`` on set to
+    ``-inf``. Returns ``(1, B, heads * D)``."""
+    _, heads, size, dim = query.shape
+    kv_heads = keys.shape[1]
+    groups = heads // kv_heads
+    scaled = query if blocked is None else query * scale
+    grouped = scaled.reshape(1, kv_heads, groups * size, dim)
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(1, kv_heads, groups, size, -1)
+    if blocked is None:
+        weights = torch.softmax(torch.add(additive, scores, alpha=scale), dim=-1)
+    else:
+        scores[..., first:].masked_fill_(blocked, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+    out = torch.matmul(weights.to(values.dtype).view(1, kv_heads, groups * size, -1), values)
+    return out.view(1, heads, size, dim).transpose(1, 2).reshape(1, size, heads * dim)
 
 
 def forward(
@@ -549,7 +598,8 @@ def forward(
         positions, allowed = chain_layout(start, size, capacity)
     else:
         positions, allowed = tree_layout(parents, start, capacity)
-    visible = Visibility.of(allowed, keys[0].dtype)
+    first = None if tokens.is_cuda or torch.compiler.is_compiling() else int(start)
+    visible = Visibility.of(allowed, keys[0].dtype, first)
     slots = start + torch.arange(size, device=tokens.device)
     hidden = parts.embed(tokens)
     cos, sin = rotary_tables(parts, *parts.rotary(hidden, positions))

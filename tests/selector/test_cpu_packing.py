@@ -107,7 +107,7 @@ def test_bfloat16_forwards_are_packed_and_equal_the_eager_forward(tiny_qwen, mon
     assert all(layer.packed is not None for layer in runtime.parts.layers)
     reference = copy.deepcopy(tiny_qwen.model)
     caches = runtime.new_cache(), kv.new_cache(reference)
-    for step, size in enumerate((45, 1, 7, 33)):
+    for step, size in enumerate((45, 1, 7, 300, 33)):
         tokens = _tokens(step, size)
         logits = kv.append(model, caches[0], tokens, CPU)
         eager = kv.append(reference, caches[1], tokens, CPU)

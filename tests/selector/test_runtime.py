@@ -48,6 +48,7 @@ from cad.selector.static_forward import (
     ModelParts,
     Visibility,
     attend,
+    chain_layout,
     tree_layout,
 )
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
@@ -230,23 +231,36 @@ def test_tree_layout_is_the_ancestry_of_any_tree(seed: int, gathered: bool, monk
     assert positions.tolist() == [[start + d for d in depths]]
 
 
-@pytest.mark.parametrize("size", [2, 37, GROUPED_MATMUL_MAX, GROUPED_MATMUL_MAX + 1])
+@pytest.mark.parametrize("first_known", [False, True], ids=["first-unknown", "first-known"])
+@pytest.mark.parametrize(
+    "size", [2, 37, GROUPED_MATMUL_MAX, GROUPED_MATMUL_MAX + 1, 3 * GROUPED_MATMUL_MAX + 5]
+)
+@pytest.mark.parametrize("shape", ["tree", "chain"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_attention_over_a_tree_equals_the_exact_product_in_every_form(
-    size: int, dtype: torch.dtype
+def test_attention_equals_the_exact_product_in_every_form(
+    size: int, dtype: torch.dtype, shape: str, first_known: bool
 ) -> None:
-    """On a CPU, trees of up to :data:`GROUPED_MATMUL_MAX` nodes in bfloat16 take the grouped
-    products in the weights' precision, anything else PyTorch's fused attention; either
-    equals attention in float64 to the precision of its dtype."""
-    generator = torch.Generator().manual_seed(size)
+    """On a CPU in bfloat16, trees and chains take the grouped products in the weights'
+    precision: up to :data:`GROUPED_MATMUL_MAX` tokens at once, wider ones in blocks of
+    query rows where the first fed slot is known (eager), masked from that slot on; anything
+    else takes PyTorch's fused attention. Every form equals attention in float64 to the
+    precision of its dtype."""
+    generator = torch.Generator().manual_seed(size + 7 * first_known)
     heads, kv_heads, dim, past = 14, 2, 64, 300
-    parents = [-1] + [int(torch.randint(0, i, (1,), generator=generator)) for i in range(1, size)]
-    _, allowed = tree_layout(torch.tensor(parents), torch.tensor(past), past + size)
-    visible = Visibility.of(allowed, dtype)
-    grouped = dtype == torch.bfloat16 and size <= GROUPED_MATMUL_MAX
+    if shape == "tree":
+        parents = [-1] + [
+            int(torch.randint(0, i, (1,), generator=generator)) for i in range(1, size)
+        ]
+        _, allowed = tree_layout(torch.tensor(parents), torch.tensor(past), past + size)
+    else:
+        _, allowed = chain_layout(torch.tensor(past), size, past + size)
+        allowed = allowed.clone()
+    first = past if first_known else None
+    visible = Visibility.of(allowed, dtype, first)
+    grouped = dtype == torch.bfloat16 and (first_known or size <= GROUPED_MATMUL_MAX)
     assert (visible.blocked is not None) is grouped
     if grouped:
-        assert torch.equal(visible.blocked, ~allowed)
+        assert torch.equal(visible.blocked, ~allowed[:, first or 0 :])
     query = torch.randn(1, heads, size, dim, generator=generator)
     keys, values = (torch.randn(1, kv_heads, past + size, dim, generator=generator) for _ in "kv")
     got = attend(query.to(dtype), keys.to(dtype), values.to(dtype), visible, dim**-0.5)
