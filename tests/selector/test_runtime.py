@@ -519,6 +519,23 @@ def test_one_compiled_layer_serves_every_layer_and_size(qwen) -> None:
     assert runtime.capture_s > 0
 
 
+def test_a_compiled_bfloat16_runtime_on_a_cpu_equals_the_float32_eager_forward(qwen) -> None:
+    """Regionally compiled on a CPU, forwards are padded to buckets over power-of-two
+    windows while attention runs eagerly between the compiled parts: in bfloat16 it takes
+    the grouped products (blocks of query rows for the 300-token append), the padded
+    window's tail blocked, and the logits equal the float32 eager forward's within bfloat16
+    rounding."""
+    model = copy.deepcopy(qwen.model).to(torch.bfloat16)
+    runtime = StaticRuntime(model, qwen.device, compile=True, backend="aot_eager")
+    assert runtime.padded
+    expected_cache, cache = kv.new_cache(qwen.model), runtime.new_cache()
+    for size in (40, 1, 7, 300, 20):
+        tokens = _tokens(size, size)
+        expected = kv.append(qwen.model, expected_cache, tokens, qwen.device)
+        got = kv.append(model, cache, tokens, qwen.device)
+        torch.testing.assert_close(got, expected, atol=2e-2, rtol=0)
+
+
 @pytest.mark.slow
 def test_inductor_compiled_step_and_token_choice_match_eager(qwen) -> None:
     """The real thing, on the graphs every decoding step runs (the one-token forward, the
