@@ -428,6 +428,14 @@ def _ancestors(parents: torch.Tensor) -> torch.Tensor:
     return ancestors
 
 
+def host_start(start: torch.Tensor) -> int | None:
+    """``start`` as a host integer where reading it costs nothing and changes no graph
+    (eager on a CPU); ``None`` on a device or while compiling, where it stays a tensor."""
+    if start.is_cpu and not torch.compiler.is_compiling():
+        return int(start)
+    return None
+
+
 def tree_layout(
     parents: torch.Tensor, start: torch.Tensor, capacity: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -439,8 +447,8 @@ def tree_layout(
     size = parents.shape[0]
     ancestors = _ancestors(parents)
     depth = ancestors.sum(dim=1) - 1
-    if parents.is_cpu and not torch.compiler.is_compiling():
-        first = int(start)
+    first = host_start(start)
+    if first is not None:
         allowed = torch.empty((size, capacity), dtype=torch.bool)
         allowed[:, :first] = True
         allowed[:, first : first + size] = ancestors
@@ -598,8 +606,7 @@ def forward(
         positions, allowed = chain_layout(start, size, capacity)
     else:
         positions, allowed = tree_layout(parents, start, capacity)
-    first = None if tokens.is_cuda or torch.compiler.is_compiling() else int(start)
-    visible = Visibility.of(allowed, keys[0].dtype, first)
+    visible = Visibility.of(allowed, keys[0].dtype, host_start(start))
     slots = start + torch.arange(size, device=tokens.device)
     hidden = parts.embed(tokens)
     cos, sin = rotary_tables(parts, *parts.rotary(hidden, positions))
