@@ -254,7 +254,6 @@ def test_attention_equals_the_exact_product_in_every_form(
         _, allowed = tree_layout(torch.tensor(parents), torch.tensor(past), past + size)
     else:
         _, allowed = chain_layout(torch.tensor(past), size, past + size)
-        allowed = allowed.clone()
     first = past if first_known else None
     visible = Visibility.of(allowed, dtype, first)
     grouped = dtype == torch.bfloat16 and (first_known or size <= GROUPED_MATMUL_MAX)
