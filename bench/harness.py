@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,14 +27,18 @@ def pick_model(
     *,
     compile: bool = False,
     graphs: bool | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """``model`` is an architecture name (random init, real tokenizer) or a model folder/hub
     id, decoding as :func:`cad.selector.loading.use_runtime` says (by default CUDA graphs on
-    a GPU, as ``cad edit`` does)."""
+    a GPU, as ``cad edit`` does); ``on_phase`` as :func:`cad.selector.load_model` calls it,
+    for a folder."""
     if model in ARCHITECTURES:
         loaded = random_init(model, tokenizer, device=device, dtype=dtype)
         return use_runtime(loaded, compile=compile, graphs=graphs)
-    return load_model(model, device=device, dtype=dtype, compile=compile, graphs=graphs)
+    return load_model(
+        model, device=device, dtype=dtype, compile=compile, graphs=graphs, on_phase=on_phase
+    )
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -7,8 +7,10 @@ package with one line that names the fix instead of running anything without it.
 from cad.grammar._loader import NATIVE_ABI, NativeCoreError, load_native
 from cad.grammar.bitmask import (
     allocate_token_bitmask,
+    allowed_argmax,
     allowed_ids,
     apply_token_bitmask_inplace,
+    bit_values,
     bitmask_width,
     fill_next_token_bitmasks,
     masked_argmax,
@@ -32,8 +34,10 @@ __all__ = [
     "ProgramTokenIndex",
     "Vocabulary",
     "allocate_token_bitmask",
+    "allowed_argmax",
     "allowed_ids",
     "apply_token_bitmask_inplace",
+    "bit_values",
     "bitmask_width",
     "compile",
     "fill_masks",

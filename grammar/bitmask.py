@@ -142,6 +142,26 @@ def apply_token_bitmask_inplace(logits: torch.Tensor, bitmask: torch.Tensor) -> 
         logits[..., covered:] = float("-inf")
 
 
+def bit_values(device: torch.device | str | None = None) -> torch.Tensor:
+    """The 32 single-bit ``int32`` words (bit ``j`` set in word ``j``) that
+    :func:`allowed_argmax` tests a bitmask's words against."""
+    return torch.tensor([1 << j for j in range(_BITS)], dtype=torch.int64, device=device).to(
+        torch.int32
+    )
+
+
+def allowed_argmax(logits: torch.Tensor, bitmask: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """The allowed token with the highest logit, as a 0-d tensor on the logits' device:
+    ``logits`` ``(vocab,)`` and the ``bitmask`` row ``(width,)`` on one device, ``bits``
+    :func:`bit_values` there. Columns beyond the bitmask are disallowed and ``logits`` are
+    left as they are; the same token as :func:`apply_token_bitmask_inplace` then ``argmax``
+    (the lowest id among equal logits, a NaN first), in four kernels (test, compare, select,
+    argmax) where masking in place takes six: what a GPU's replayed choice runs."""
+    covered = min(logits.shape[-1], bitmask.shape[-1] * _BITS)
+    allowed = (bitmask.unsqueeze(-1) & bits).flatten()[:covered].ne(0)
+    return torch.where(allowed, logits[:covered], float("-inf")).argmax()
+
+
 def masked_argmax(logits: torch.Tensor, bitmask: torch.Tensor) -> int | None:
     """The allowed token with the highest logit, read on the host in one native pass:
     ``logits`` one float32 row ``(vocab,)`` on the CPU, ``bitmask`` its ``(width,)`` row

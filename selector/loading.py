@@ -6,6 +6,7 @@ import contextlib
 import io
 import logging
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,13 +157,17 @@ def load_model(
     adapter: str | None = None,
     compile: bool = False,
     graphs: bool | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder.
     On a GPU it decodes through the static-cache runtime with CUDA graphs
     (:mod:`cad.selector.runtime`) unless ``graphs=False``; ``compile`` adds compiled layers
     (and on a CPU decodes through the compiled runtime). See :func:`use_runtime`.
+    ``on_phase`` hears each phase's name as it ends: ``tokenizer``, ``weights`` (read, or
+    mapped, on the host), ``device`` (moved to the target device) and ``runtime``.
 
     Failures become :class:`ModelLoadError` with one line saying what to do."""
+    phase = on_phase or (lambda _: None)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = pick_device(device)
@@ -175,6 +180,7 @@ def load_model(
     options = hub_options(model)
     try:
         tokenizer = _quiet_from_pretrained(AutoTokenizer, model, **options)
+        phase("tokenizer")
         network = _quiet_from_pretrained(AutoModelForCausalLM, model, dtype=torch_dtype, **options)
     except pickle.UnpicklingError:
         raise ModelLoadError(f"model {model}: {UNSAFE_WEIGHTS}") from None
@@ -185,10 +191,16 @@ def load_model(
         ) from None
     if adapter is not None:
         network = _attach_adapter(network, adapter)
+    phase("weights")
     network.to(target)
     network.eval()
+    if target.type == "cuda":
+        torch.cuda.synchronize(target)
+    phase("device")
     loaded = LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
-    return use_runtime(loaded, compile=compile, graphs=graphs)
+    use_runtime(loaded, compile=compile, graphs=graphs)
+    phase("runtime")
+    return loaded
 
 
 def use_runtime(

@@ -278,11 +278,18 @@ def fused_after_attention(
     layer: FusedLayer, hidden: torch.Tensor, mixed: torch.Tensor
 ) -> torch.Tensor:
     """:func:`after_attention` for a :class:`FusedLayer`: the gate and up projections are
-    one matrix product (the activation is SiLU: :func:`fuse` takes no other)."""
+    one matrix product (the activation is SiLU: :func:`fuse` takes no other), and the down
+    projection adds itself to the residual inside its matrix product where its weight is
+    not packed (one kernel for two: the residual is this function's own tensor)."""
     hidden = hidden + _project(layer, "out", mixed)
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, layer.eps)
     gate, up = _project(layer, "gate_up", x).chunk(2, dim=-1)
-    return hidden + _project(layer, "down", functional.silu(gate) * up)
+    activated = functional.silu(gate) * up
+    if layer.packed is not None or layer.down_bias is not None:
+        return hidden + _project(layer, "down", activated)
+    width = hidden.shape[-1]
+    hidden.view(-1, width).addmm_(activated.view(-1, activated.shape[-1]), layer.down.t())
+    return hidden
 
 
 def _project(layer: FusedLayer, name: str, x: torch.Tensor) -> torch.Tensor:

@@ -11,25 +11,26 @@
 # machine lacks, installs the project editable and builds its native core, checks the GPU
 # (one line; without one it stops there with one error line), runs the gpu-marked tests, the
 # kernel benchmark (Qwen2.5-1.5B shape at random init, bf16: eager, static, CUDA graphs and
-# compiled), the start-up measurement (graphs and --compile, cold and warm), the 7B kernel
-# benchmark and the rewrite benchmark (graphs, --compile, eager) as time allows, and a
-# summary against the targets. Results go to $OUT, or bench/results/ when OUT is unset:
-# gpu-summary.{md,json}, gpu-steps.tsv, gpu-check.json, gpu-tests.xml,
-# gpu-kernel-{1.5b,7b}.{json,md}, gpu-startup.{json,md}, gpu-rewrite-*.{json,md}, and every
-# step's output in gpu-check.log (the end of a failed step's output is also printed). A step
-# that would overrun the time left is cut short or skipped, and the summary says so.
-# GPU_CHECK_STEPS picks measuring steps from tests, kernel, startup, kernel-7b, rewrite and
-# peers (default: all but peers), so a short device lease can run the check in parts; peers
-# is cad beside transformers (generate with a static cache, compiled, and with prompt
-# lookup) on three HEvalFix edits, into gpu-peers.{json,md} (vLLM cannot travel to the
-# machine: its wheel is larger than what may be carried).
+# compiled), the step's profile (its kernels by kind, each matrix product's rate alone, the
+# token choice's floors), the start-up measurement (graphs and --compile, cold and warm),
+# the 7B kernel benchmark and the rewrite benchmark (graphs, --compile, eager) as time
+# allows, and a summary against the targets. Results go to $OUT, or bench/results/ when OUT
+# is unset: gpu-summary.{md,json}, gpu-steps.tsv, gpu-check.json, gpu-tests.xml,
+# gpu-kernel-{1.5b,7b}.{json,md}, gpu-profile.{json,md}, gpu-startup.{json,md},
+# gpu-rewrite-*.{json,md}, and every step's output in gpu-check.log (the end of a failed step's
+# output is also printed). A step that would overrun the time left is cut short or skipped,
+# and the summary says so. GPU_CHECK_STEPS picks measuring steps from tests, kernel,
+# profile, startup, kernel-7b, rewrite and peers (default: all but peers), so a short device
+# lease can run the check in parts; peers is cad beside transformers (generate with a static
+# cache, compiled, and with prompt lookup) on three HEvalFix edits, into gpu-peers.{json,md}
+# (vLLM cannot travel to the machine: its wheel is larger than what may be carried).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 PYTHON="${PYTHON:-python3}"
 RESULTS="${OUT:-bench/results}"
 BUDGET="${GPU_CHECK_SECONDS:-465}"
-STEPS_WANTED=",${GPU_CHECK_STEPS:-tests,kernel,startup,kernel-7b,rewrite},"
+STEPS_WANTED=",${GPU_CHECK_STEPS:-tests,kernel,profile,startup,kernel-7b,rewrite},"
 MODEL=qwen2.5-1.5b
 DRY_RUN=0
 case "${1:-}" in
@@ -119,6 +120,8 @@ wanted kernel && run_step kernel-1.5b 220 60 "$PYTHON" -m bench.kernel --model "
   --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32,128 --trials 3 \
   --runtimes eager,static,graphs,compiled --edits 2 \
   --out-json "$RESULTS/gpu-kernel-1.5b.json" --out-md "$RESULTS/gpu-kernel-1.5b.md"
+wanted profile && run_step profile 120 60 "$PYTHON" -m bench.gpu.profile --model "$MODEL" \
+  --dtype bfloat16 --out-json "$RESULTS/gpu-profile.json" --out-md "$RESULTS/gpu-profile.md"
 wanted startup && run_step startup 150 60 "$PYTHON" -m bench.gpu.startup --model "$MODEL" \
   --dtype bfloat16 --out-json "$RESULTS/gpu-startup.json" --out-md "$RESULTS/gpu-startup.md"
 wanted kernel-7b && run_step kernel-7b 100 70 "$PYTHON" -m bench.kernel --model qwen2.5-7b \

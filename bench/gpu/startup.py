@@ -23,7 +23,21 @@ import time
 from pathlib import Path
 
 MODES = ("graphs", "compile")
-MARKS = ("imported", "device", "loaded", "first_forward", "edit")
+MARKS = (
+    "imported",
+    "device",
+    "tokenizer",
+    "weights",
+    "on_device",
+    "loaded",
+    "first_forward",
+    "edit",
+)
+"""The moments marked, in order: imports done, the device's first call, the phases of
+:func:`cad.selector.load_model` (tokenizer, weights mapped on the host, moved to the
+device, runtime installed: ``loaded``), the first forward and the edit's end."""
+PHASE_MARKS = {"tokenizer": "tokenizer", "weights": "weights", "device": "on_device"}
+READ_CHUNK = 1 << 26
 
 
 def child(mode: str, model: str, device: str, dtype: str, launched: float) -> dict[str, object]:
@@ -43,7 +57,13 @@ def child(mode: str, model: str, device: str, dtype: str, launched: float) -> di
     if device.startswith("cuda"):
         torch.empty(1, device=device)
     mark("device")
-    loaded = pick_model(model, device, dtype, compile=mode == "compile")
+    loaded = pick_model(
+        model,
+        device,
+        dtype,
+        compile=mode == "compile",
+        on_phase=lambda phase: mark(PHASE_MARKS.get(phase, phase)),
+    )
     mark("loaded")
     example = select_split(load_edits("heval-python"), "test")[0]
     result = rewrite_forced(
@@ -98,6 +118,28 @@ def save_checkpoint(model: str, device: str, dtype: str, folder: Path) -> dict[s
     return {"saved_s": time.perf_counter() - began}
 
 
+def read_rate(folder: Path) -> dict[str, float]:
+    """Seconds to read the checkpoint's weight files with plain reads, twice in a row (the
+    second from the page cache where it holds them), and the first read's GB/s: the floor
+    under the model's load on this machine."""
+    files = sorted(folder.glob("*.safetensors"))
+    size = sum(path.stat().st_size for path in files)
+    times = []
+    for _ in range(2):
+        began = time.perf_counter()
+        for path in files:
+            with path.open("rb", buffering=0) as handle:
+                while handle.read(READ_CHUNK):
+                    pass
+        times.append(time.perf_counter() - began)
+    return {
+        "bytes": size,
+        "first_s": times[0],
+        "second_s": times[1],
+        "first_gb_s": size / times[0] / 1e9 if times[0] else 0.0,
+    }
+
+
 def run(model: str, device: str, dtype: str, modes: tuple[str, ...]) -> dict[str, object]:
     """Cold then warm, per mode, each mode with caches of its own, loading ``model`` (a
     folder, or an architecture saved first to one)."""
@@ -120,6 +162,8 @@ def run(model: str, device: str, dtype: str, modes: tuple[str, ...]) -> dict[str
                     runs[state] = measure(mode, folder, device, dtype, Path(caches))
                     print(f"{mode} {state}: {json.dumps(runs[state])}", flush=True)
                 result[mode] = runs
+        result["read"] = read_rate(Path(folder))
+        print(f"read: {json.dumps(result['read'])}", flush=True)
     return result
 
 
@@ -129,9 +173,9 @@ def markdown(result: dict[str, object]) -> str:
         f"Start-up, {result['model']} (random init, loaded from a saved checkpoint), "
         f"{result['device']}, {result['dtype']}: seconds since process start",
         "",
-        "| runtime | caches | imports | device ready | model | first forward | edit done "
-        "| capture |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| runtime | caches | imports | device ready | tokenizer | weights mapped "
+        "| on device | runtime ready | first forward | edit done | capture |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for mode in MODES:
         runs = result.get(mode)
@@ -139,11 +183,19 @@ def markdown(result: dict[str, object]) -> str:
             continue
         for state, run_ in runs.items():
             if "error" in run_:
-                lines.append(f"| {mode} | {state} | {run_['error']} | | | | | |")
+                lines.append(f"| {mode} | {state} | {run_['error']} |" + " |" * len(MARKS))
                 continue
             marks = run_["marks"]
-            cells = " | ".join(f"{marks[name]:.1f}" for name in MARKS)
+            cells = " | ".join(f"{marks[name]:.1f}" if name in marks else "" for name in MARKS)
             lines.append(f"| {mode} | {state} | {cells} | {run_['capture_s']:.1f} |")
+    read = result.get("read")
+    if isinstance(read, dict) and read.get("bytes"):
+        lines += [
+            "",
+            f"Reading the checkpoint's {read['bytes'] / 1e9:.2f} GB with plain reads after "
+            f"these runs: {read['first_s']:.1f} s ({read['first_gb_s']:.2f} GB/s), then "
+            f"{read['second_s']:.1f} s again.",
+        ]
     return "\n".join(lines) + "\n"
 
 

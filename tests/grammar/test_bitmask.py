@@ -13,7 +13,9 @@ from cad.grammar import (
     ProgramMatcher,
     ProgramTokenIndex,
     allocate_token_bitmask,
+    allowed_argmax,
     apply_token_bitmask_inplace,
+    bit_values,
     bitmask_width,
     compile,
     masked_argmax,
@@ -78,6 +80,29 @@ def test_masked_argmax_is_the_first_best_allowed_logit(words: list[int], values:
         apply_token_bitmask_inplace(masked, bitmask)
         assert int(masked.argmax()) == expected
     assert [repr(value) for value in logits.tolist()] == [repr(value) for value in values]
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(WORDS, min_size=1, max_size=6),
+    st.lists(LOGIT_VALUES, min_size=1, max_size=200),
+    st.sampled_from([torch.float32, torch.bfloat16]),
+)
+def test_allowed_argmax_chooses_what_masking_in_place_then_argmax_chooses(
+    words: list[int], values: list[float], dtype: torch.dtype
+):
+    """Rows wider and narrower than the bitmask, ties, infinities and NaN, in both logit
+    dtypes a model gives: the same token as the in-place masking it replaces, and the
+    logits untouched."""
+    bitmask = torch.tensor(words, dtype=torch.int32)
+    logits = torch.tensor(values, dtype=dtype)
+    masked = logits.clone()
+    apply_token_bitmask_inplace(masked, bitmask)
+    before = logits.clone()
+    chosen = allowed_argmax(logits, bitmask, bit_values())
+    assert chosen.dim() == 0 and int(chosen) == int(masked.argmax())
+    assert torch.equal(logits.isnan(), before.isnan())
+    assert torch.equal(logits.nan_to_num(), before.nan_to_num())
 
 
 def test_masked_argmax_takes_one_float32_cpu_row() -> None:
