@@ -124,43 +124,39 @@ def greedy_path(
 
 
 class GraphedGreedy:
-    """The greedy choice under a bitmask as one CUDA graph. The host's bitmask row is copied
-    into the graph's own pinned row (on the host) and the logits into its own buffer; the
-    graph moves that row to the device and runs the masked argmax
-    (:func:`cad.grammar.allowed_argmax`), so a choice costs two launches and one read
-    whatever the number of kernels inside. Captured at the first call, again if the logits'
-    shape or dtype or the bitmask's width changes."""
+    """The greedy choice under a bitmask as one CUDA graph: the logits are copied into the
+    graph's own buffer, the bitmask crosses in one asynchronous copy, and the masked argmax
+    (:func:`cad.grammar.allowed_argmax`, four kernels) replays as one graph, so a choice
+    costs three launches and one read whatever the number of kernels inside. Captured at
+    the first call, again if the logits' shape or dtype or the bitmask's width changes."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = torch.device(device)
         self._graph: torch.cuda.CUDAGraph | None = None
         self._logits = torch.empty(0)
-        self._staged = torch.empty(0, dtype=torch.int32)
+        self._mask = torch.empty(0, dtype=torch.int32)
         self._choice = torch.empty(0)
 
     def __call__(self, logits: torch.Tensor, bitmask: torch.Tensor) -> int:
         """The best token of ``logits`` ``(vocab,)`` that the host bitmask row ``bitmask``
-        ``(width,)`` allows; ``logits`` are left as they are."""
+        ``(width,)`` (pinned) allows; ``logits`` are left as they are."""
         stale = self._logits.shape != logits.shape or self._logits.dtype != logits.dtype
-        if self._graph is None or stale or self._staged.shape != bitmask.shape:
+        if self._graph is None or stale or self._mask.shape != bitmask.shape:
             self._capture(logits, bitmask)
-        self._staged.copy_(bitmask)
         self._logits.copy_(logits)
+        self._mask.copy_(bitmask, non_blocking=True)
         assert self._graph is not None
         self._graph.replay()
         return int(self._choice)
 
     def _capture(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
         self._logits = torch.zeros_like(logits)
-        self._staged = torch.zeros(bitmask.shape, dtype=bitmask.dtype).pin_memory()
-        words = torch.zeros(bitmask.shape, dtype=bitmask.dtype, device=self.device)
+        self._mask = torch.zeros(bitmask.shape, dtype=bitmask.dtype, device=self.device)
         bits = bit_values(self.device)
-
-        def choose() -> torch.Tensor:
-            words.copy_(self._staged, non_blocking=True)
-            return allowed_argmax(self._logits, words, bits)
-
-        _, self._graph, self._choice = warm_and_record(torch.cuda.Stream(self.device), choose)
+        _, self._graph, self._choice = warm_and_record(
+            torch.cuda.Stream(self.device),
+            lambda: allowed_argmax(self._logits, self._mask, bits),
+        )
 
 
 _THREAD = threading.local()
