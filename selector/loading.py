@@ -167,8 +167,9 @@ def load_model(
     mapped, on the host), ``device`` (moved to the target device) and ``runtime``.
 
     Failures become :class:`ModelLoadError` with one line saying what to do."""
-    phase = on_phase or (lambda _: None)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    phase = on_phase or (lambda _: None)
 
     target = pick_device(device)
     torch_dtype = pick_dtype(dtype, target)

@@ -66,3 +66,10 @@ def test_a_cpu_model_loads_in_bfloat16_and_decodes_through_the_packed_runtime(
     assert loaded.dtype == torch.bfloat16
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
     assert isinstance(output_head(loaded.model), PackedHead)
+
+
+def test_the_load_names_its_phases_in_order(tiny_qwen) -> None:
+    heard: list[str] = []
+    loaded = load_model(tiny_qwen.name, device="cpu", dtype="float32", on_phase=heard.append)
+    assert heard == ["tokenizer", "weights", "device", "runtime"]
+    assert loaded.device == torch.device("cpu")
