@@ -3,10 +3,12 @@ summarise timings as median and spread, describe the machine."""
 
 from __future__ import annotations
 
+import json
 import platform
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -66,3 +68,15 @@ def synchronize(loaded: LoadedModel) -> None:
     """Wait for queued GPU work so wall-clock timings are honest."""
     if loaded.device.type == "cuda":
         torch.cuda.synchronize(loaded.device)
+
+
+def write_results(
+    result: dict[str, Any], table: str, out_json: Path | None, out_md: Path | None
+) -> None:
+    """A benchmark's ending: ``result`` as JSON to ``out_json`` and its markdown ``table`` to
+    ``out_md`` where given, and the table printed."""
+    if out_json:
+        out_json.write_text(json.dumps(result, indent=2) + "\n")
+    if out_md:
+        out_md.write_text(table)
+    print(table)

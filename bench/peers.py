@@ -35,7 +35,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from bench.engine_load import model_folder
-from bench.harness import machine, spread, synchronize
+from bench.harness import machine, spread, synchronize, write_results
 from bench.rewrite import Programs, load_configs, model_methods, select
 from cad.grammar import ProgramTokenIndex
 from cad.resolver import Document
@@ -640,12 +640,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "summary": summarise(runs, edits),
         "rows": {name: {i: vars(r) for i, r in by_id.items()} for name, by_id in runs.items()},
     }
-    if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
-    if args.out_md:
-        args.out_md.write_text(text)
-    print(text)
+    write_results(result, markdown(result), args.out_json, args.out_md)
     return result
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import QWEN2_TOKENIZER, machine
+from bench.harness import QWEN2_TOKENIZER, machine, write_results
 
 DOCUMENT = "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"
 PROGRAM = '<copy lines="1-1"/>\n<gen>    return a + b\n</gen>\n<copy lines="3-5"/>\n</program>\n'
@@ -170,12 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out-md", type=Path)
     args = parser.parse_args(argv)
     result = run(args.runs, ["--compile"] if args.compile else [], warm_server=args.warm_server)
-    if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
-    if args.out_md:
-        args.out_md.write_text(text)
-    print(text)
+    write_results(result, markdown(result), args.out_json, args.out_md)
     return result
 
 

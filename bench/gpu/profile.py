@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from bench.harness import machine, pick_model
+from bench.harness import machine, pick_model, write_results
 from cad.selector import LoadedModel, kv
 from cad.selector.runtime import StaticRuntime, uninstall
 
@@ -329,12 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         library: product_rates(loaded, rows, library) for library in ("cublas", "cublaslt")
     }
     result["choice_floors"] = choice_floors(loaded.device, -(-loaded.vocab_size // 32))
-    if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    if args.out_md:
-        args.out_md.write_text(table)
-    print(table)
+    write_results(result, markdown(result), args.out_json, args.out_md)
     return result
 
 

@@ -224,12 +224,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         return outcome
     modes = tuple(mode for mode in args.modes.split(",") if mode)
     result = run(args.model, args.device, args.dtype, modes)
-    if args.out_json:
-        args.out_json.write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    if args.out_md:
-        args.out_md.write_text(table)
-    print(table)
+    from bench.harness import write_results
+
+    write_results(result, markdown(result), args.out_json, args.out_md)
     return result
 
 
