@@ -36,7 +36,13 @@ MARKS = (
 """The moments marked, in order: imports done, the device's first call, the phases of
 :func:`cad.selector.load_model` (tokenizer, weights mapped on the host, moved to the
 device, runtime installed: ``loaded``), the first forward and the edit's end."""
-PHASE_MARKS = {"tokenizer": "tokenizer", "weights": "weights", "device": "on_device"}
+PHASE_MARKS = {
+    "tokenizer": "tokenizer",
+    "weights": "weights",
+    "device": "on_device",
+    "runtime": "loaded",
+}
+"""The mark each phase of the load ends (the runtime's install ends the load)."""
 READ_CHUNK = 1 << 26
 
 
@@ -62,7 +68,7 @@ def child(mode: str, model: str, device: str, dtype: str, launched: float) -> di
         device,
         dtype,
         compile=mode == "compile",
-        on_phase=lambda phase: mark(PHASE_MARKS.get(phase, phase)),
+        on_phase=lambda phase: mark(PHASE_MARKS[phase]),
     )
     mark("loaded")
     example = select_split(load_edits("heval-python"), "test")[0]
