@@ -29,18 +29,18 @@ def pick_model(
     *,
     compile: bool = False,
     graphs: bool | None = None,
+    triton: bool = False,
     on_phase: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """``model`` is an architecture name (random init, real tokenizer) or a model folder/hub
     id, decoding as :func:`cad.selector.loading.use_runtime` says (by default CUDA graphs on
-    a GPU, as ``cad edit`` does); ``on_phase`` as :func:`cad.selector.load_model` calls it,
-    for a folder."""
+    a GPU, as ``cad edit`` does; ``triton``: with the fused kernels); ``on_phase`` as
+    :func:`cad.selector.load_model` calls it, for a folder."""
     if model in ARCHITECTURES:
         loaded = random_init(model, tokenizer, device=device, dtype=dtype)
-        return use_runtime(loaded, compile=compile, graphs=graphs)
-    return load_model(
-        model, device=device, dtype=dtype, compile=compile, graphs=graphs, on_phase=on_phase
-    )
+        return use_runtime(loaded, compile=compile, graphs=graphs, triton=triton)
+    options = {"compile": compile, "graphs": graphs, "triton": triton}
+    return load_model(model, device=device, dtype=dtype, on_phase=on_phase, **options)
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """Kernel benchmark: copying N tokens by one parallel forward vs N decode steps, through
 each runtime interleaved in one process: ``eager`` (transformers, dynamic cache), ``static``
 (the static-cache runtime run eagerly), ``graphs`` (the same forwards replayed as CUDA
-graphs: the default on a GPU) and ``compiled`` (regionally compiled layers, with graphs on a
+graphs: the default on a GPU), ``kernels`` (graphs with the fused Triton kernels of
+``cad.selector.gpu_kernels``) and ``compiled`` (regionally compiled layers, with graphs on a
 GPU); plus the masked token choice and, with ``--edits K``, whole decodes (rewrite mode and
 program mode, oracle targets) after their prefill.
 
@@ -37,7 +38,7 @@ from cad.selector.sampling import Sampling, TokenChooser
 from cad.training.datasets import load_edits, select_split
 
 DEFAULT_SPANS = (8, 16, 32, 64, 128, 256, 512)
-RUNTIMES = ("eager", "static", "graphs", "compiled")
+RUNTIMES = ("eager", "static", "graphs", "kernels", "compiled")
 """Every runtime, in table order."""
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 clock = time.perf_counter
@@ -79,7 +80,10 @@ def make_runtime(loaded: LoadedModel, name: str) -> StaticRuntime | None:
         return None
     compiled = name == "compiled"
     graphs = name != "static"
-    return StaticRuntime(loaded.model, loaded.device, compile=compiled, graphs=graphs)
+    triton = name == "kernels"
+    return StaticRuntime(
+        loaded.model, loaded.device, compile=compiled, graphs=graphs, triton=triton
+    )
 
 
 def _caches(loaded: LoadedModel, names: tuple[str, ...]) -> dict[str, Any]:

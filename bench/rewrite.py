@@ -475,6 +475,11 @@ def main(argv: list[str] | None = None) -> dict:
         "--compile", action="store_true", help="decode through the compiled static-cache runtime"
     )
     parser.add_argument(
+        "--triton",
+        action="store_true",
+        help="decode through CUDA graphs with the fused Triton kernels (a GPU)",
+    )
+    parser.add_argument(
         "--no-graphs",
         action="store_true",
         help="decode with transformers' eager forward (no CUDA graphs on a GPU, no packed "
@@ -494,7 +499,12 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         graphs = False if args.no_graphs else None
         loaded = pick_model(
-            args.model, args.device, args.dtype, compile=args.compile, graphs=graphs
+            args.model,
+            args.device,
+            args.dtype,
+            compile=args.compile,
+            graphs=graphs,
+            triton=args.triton,
         )
         tokenizer, vocab_size = loaded.tokenizer, loaded.vocab_size
     index = ProgramTokenIndex.for_tokenizer(tokenizer, vocab_size)
@@ -527,6 +537,7 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": str(loaded.dtype).removeprefix("torch.") if loaded else "",
         "device": machine() if loaded else "",
         "compiled": args.compile,
+        "triton": args.triton,
         "forward_path": loaded.forward_path if loaded else "",
         "methods": names,
         "budget": first.budget,

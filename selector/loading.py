@@ -157,12 +157,14 @@ def load_model(
     adapter: str | None = None,
     compile: bool = False,
     graphs: bool | None = None,
+    triton: bool = False,
     on_phase: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """Load ``model`` (folder or hub id) and its tokenizer, plus a LoRA ``adapter`` folder.
     On a GPU it decodes through the static-cache runtime with CUDA graphs
-    (:mod:`cad.selector.runtime`) unless ``graphs=False``; ``compile`` adds compiled layers
-    (and on a CPU decodes through the compiled runtime). See :func:`use_runtime`.
+    (:mod:`cad.selector.runtime`) unless ``graphs=False`` (with ``triton``, through fused
+    kernels); ``compile`` adds compiled layers (and on a CPU decodes through the compiled
+    runtime). See :func:`use_runtime`.
     ``on_phase`` hears each phase's name as it ends: ``tokenizer``, ``weights`` (read, or
     mapped, on the host), ``device`` (moved to the target device) and ``runtime``.
 
@@ -199,13 +201,13 @@ def load_model(
         torch.cuda.synchronize(target)
     phase("device")
     loaded = LoadedModel(network, tokenizer, target, torch_dtype, model, adapter)
-    use_runtime(loaded, compile=compile, graphs=graphs)
+    use_runtime(loaded, compile=compile, graphs=graphs, triton=triton)
     phase("runtime")
     return loaded
 
 
 def use_runtime(
-    loaded: LoadedModel, *, compile: bool = False, graphs: bool | None = None
+    loaded: LoadedModel, *, compile: bool = False, graphs: bool | None = None, triton: bool = False
 ) -> LoadedModel:
     """Choose how ``loaded`` decodes from now on, and return it.
 
@@ -214,9 +216,10 @@ def use_runtime(
     a CUDA graph, on a CPU in float32 or bfloat16 with its weights packed for oneDNN
     (:mod:`cad.selector.cpu_packing`; about twice the eager speed where measured). Elsewhere,
     or with ``graphs=False``, transformers' eager forward and dynamic cache decode.
-    ``compile`` adds regionally compiled layers (anywhere). An architecture the runtime does
-    not know is a :class:`ModelLoadError` with ``compile`` and falls back to the eager
-    forward (logged) otherwise."""
+    ``compile`` adds regionally compiled layers (anywhere); ``triton`` runs a GPU's graphed
+    forwards through the fused kernels of :mod:`cad.selector.gpu_kernels`. An architecture
+    the runtime does not know is a :class:`ModelLoadError` with ``compile`` and falls back to
+    the eager forward (logged) otherwise."""
     from cad.selector.runtime import UnsupportedModel, install, uninstall
     from cad.selector.static_forward import ModelParts
 
@@ -226,7 +229,7 @@ def use_runtime(
         enable_compile(loaded, graphs=graphs)
     elif wants_graphs:
         try:
-            install(loaded.model, loaded.device, compile=False, graphs=True)
+            install(loaded.model, loaded.device, compile=False, graphs=True, triton=triton)
         except UnsupportedModel as exc:
             log.warning("CUDA graphs are off: %s", exc)
     elif loaded.device.type == "cpu" and graphs is not False:

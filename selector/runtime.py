@@ -185,7 +185,9 @@ class StaticRuntime:
     first use; ``compile`` compiles the parts of a decoder layer around attention with
     ``backend`` once for all layers, with a persistent artifact cache
     (:mod:`cad.selector.compile_cache`). With neither, the same padded forwards run
-    eagerly: the reference the others are tested against."""
+    eagerly: the reference the others are tested against. ``triton`` (not with
+    ``compile``) runs the forwards of up to 128 tokens through the fused kernels of
+    :mod:`cad.selector.gpu_kernels` where they can run the model."""
 
     def __init__(
         self,
@@ -195,10 +197,11 @@ class StaticRuntime:
         compile: bool = True,
         backend: Any = "inductor",
         graphs: bool | None = None,
+        triton: bool = False,
     ) -> None:
         self.model = weakref.ref(model)
         self.device = torch.device(device)
-        parts = ModelParts.of(model, pack=not compile)
+        parts = ModelParts.of(model, pack=not compile, triton=triton and not compile)
         self.dtype = parts.embed.weight.dtype
         self.compiled = compile
         self.backend = backend if compile else None
@@ -464,13 +467,14 @@ def install(
     compile: bool = True,
     backend: str = "inductor",
     graphs: bool | None = None,
+    triton: bool = False,
 ) -> StaticRuntime:
     """Give ``model`` a static-cache runtime (regionally compiled by ``backend`` unless
-    ``compile=False``; CUDA graphs on a GPU unless ``graphs=False``): from now on
-    ``kv.new_cache(model)`` returns its caches. Raises :class:`UnsupportedModel` for
-    architectures it does not know."""
+    ``compile=False``; CUDA graphs on a GPU unless ``graphs=False``; the fused kernels with
+    ``triton``): from now on ``kv.new_cache(model)`` returns its caches. Raises
+    :class:`UnsupportedModel` for architectures it does not know."""
     runtime = StaticRuntime(
-        model, torch.device(device), compile=compile, backend=backend, graphs=graphs
+        model, torch.device(device), compile=compile, backend=backend, graphs=graphs, triton=triton
     )
     return runtime.install()
 

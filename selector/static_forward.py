@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from torch.nn import functional
 
-from cad.selector import cpu_packing
+from cad.selector import cpu_packing, gpu_kernels
 from cad.selector.cpu_packing import PackedHead, linear
 
 ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
@@ -281,15 +281,60 @@ def fused_after_attention(
     one matrix product (the activation is SiLU: :func:`fuse` takes no other), and the down
     projection adds itself to the residual inside its matrix product where its weight is
     not packed (one kernel for two: the residual is this function's own tensor)."""
-    hidden = hidden + _project(layer, "out", mixed)
+    return _mlp_residual(layer, hidden + _project(layer, "out", mixed), swiglu)
+
+
+def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` for the gate and up halves of ``gate_up``."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return functional.silu(gate) * up
+
+
+def _mlp_residual(
+    layer: FusedLayer, hidden: torch.Tensor, activate: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """The MLP of ``hidden``'s norm added to ``hidden`` (which the caller owns)."""
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, layer.eps)
-    gate, up = _project(layer, "gate_up", x).chunk(2, dim=-1)
-    activated = functional.silu(gate) * up
-    if layer.packed is not None or layer.down_bias is not None:
-        return hidden + _project(layer, "down", activated)
+    activated = activate(_project(layer, "gate_up", x))
+    return _add_projection(layer, "down", hidden, activated)
+
+
+def _add_projection(
+    layer: FusedLayer, name: str, hidden: torch.Tensor, x: torch.Tensor
+) -> torch.Tensor:
+    """``hidden`` plus the layer's projection ``name`` of ``x``: inside the matrix product,
+    in place, where the weight is not packed and has no bias (``hidden`` must be the
+    caller's own tensor), else as a sum."""
+    if layer.packed is not None or getattr(layer, f"{name}_bias") is not None:
+        return hidden + _project(layer, name, x)
     width = hidden.shape[-1]
-    hidden.view(-1, width).addmm_(activated.view(-1, activated.shape[-1]), layer.down.t())
+    hidden.view(-1, width).addmm_(x.view(-1, x.shape[-1]), getattr(layer, name).t())
     return hidden
+
+
+def kernel_layer(
+    parts: ModelParts,
+    layer: FusedLayer,
+    hidden: torch.Tensor,
+    tables: tuple[torch.Tensor, torch.Tensor],
+    cache: tuple[torch.Tensor, torch.Tensor],
+    start: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """A whole :class:`FusedLayer` through the fused kernels of
+    :mod:`cad.selector.gpu_kernels`: norm, query/key/value product, rotary embedding with the
+    cache write (one kernel), attention under the additive ``mask`` (two), the output
+    projection added in place, the MLP with a one-kernel activation. ``tables`` are the
+    model's rotary ``(cos, sin)``, ``cache`` the layer's keys and values window; ``hidden``
+    must be the caller's own tensor (it is updated in place)."""
+    x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, layer.eps)
+    keys, values = cache
+    packed = _project(layer, "qkv", x)
+    heads = (parts.num_heads, parts.num_kv_heads)
+    query = gpu_kernels.rotary_into_cache(packed, *tables, keys, values, start, *heads)
+    mixed = gpu_kernels.masked_attention(query, keys, values, mask, parts.scale)
+    hidden = _add_projection(layer, "out", hidden, mixed)
+    return _mlp_residual(layer, hidden, gpu_kernels.silu_mul)
 
 
 def _project(layer: FusedLayer, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -335,17 +380,21 @@ class ModelParts:
     scale: float
     fused: bool = False
     packed: bool = False
+    triton: bool = False
     before: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = before_attention
     after: Callable[..., torch.Tensor] = after_attention
 
     @classmethod
-    def of(cls, model: Any, *, pack: bool = True) -> ModelParts:
+    def of(cls, model: Any, *, pack: bool = True, triton: bool = False) -> ModelParts:
         """The parts of a causal LM (a PEFT wrapper is looked through); raises
         :class:`UnsupportedModel` for architectures whose layers this forward does not
         reproduce (sliding windows, dynamic rotary scaling, other block layouts). Its
         layers are :class:`FusedLayer` when every one of them can be fused; ``pack``
         allows oneDNN's packed copies of their weights where :meth:`would_pack` says so (a
-        compiler cannot take them)."""
+        compiler cannot take them); ``triton`` runs forwards of up to
+        :data:`GROUPED_MATMUL_MAX` tokens through the fused kernels of
+        :mod:`cad.selector.gpu_kernels` where :func:`~cad.selector.gpu_kernels.usable` says
+        they can run the fused layers."""
         network = _supported_network(model)
         config = network.config
         body = network.model
@@ -355,6 +404,10 @@ class ModelParts:
         head = network.lm_head
         packed = pack and every and _packing_wanted(network)
         fused = [fuse(layer, packed=packed) for layer in body.layers] if every else []
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        if triton:
+            norms = any(layer.query_norm is not None for layer in fused)
+            triton = every and gpu_kernels.usable(head_dim, norms)
         return cls(
             embed=body.embed_tokens,
             layers=fused if every else body.layers,
@@ -363,10 +416,11 @@ class ModelParts:
             head=PackedHead(head) if packed else head,
             num_heads=heads,
             num_kv_heads=config.num_key_value_heads,
-            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
+            head_dim=head_dim,
             scale=float(attention.scaling),
             fused=every,
             packed=packed,
+            triton=triton,
             before=fused_before_attention if every else before_attention,
             after=fused_after_attention if every else after_attention,
         )
@@ -494,14 +548,20 @@ class Visibility:
 
     @classmethod
     def of(
-        cls, allowed: torch.Tensor, dtype: torch.dtype = torch.float32, first: int | None = None
+        cls,
+        allowed: torch.Tensor,
+        dtype: torch.dtype = torch.float32,
+        first: int | None = None,
+        *,
+        additive: bool = False,
     ) -> Visibility:
-        """The masks for ``allowed`` over a cache of ``dtype``; the additive one or the
-        blocked slots only where :func:`attend` uses them. ``first``: the slot of the first
-        fed token, where known on the host (eager on a CPU); a forward wider than
-        :data:`GROUPED_MATMUL_MAX` needs it for the grouped products."""
+        """The masks for ``allowed`` over a cache of ``dtype``; the additive one (always
+        with ``additive``: the fused kernels take it) or the blocked slots only where
+        :func:`attend` uses them. ``first``: the slot of the first fed token, where known on
+        the host (eager on a CPU); a forward wider than :data:`GROUPED_MATMUL_MAX` needs it
+        for the grouped products."""
         size = allowed.shape[0]
-        if size == 1 or (allowed.is_cuda and size <= GROUPED_MATMUL_MAX):
+        if additive or size == 1 or (allowed.is_cuda and size <= GROUPED_MATMUL_MAX):
             additive = torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device)
             additive.masked_fill_(~allowed, float("-inf"))
             return cls(allowed, additive)
@@ -613,10 +673,17 @@ def forward(
         positions, allowed = chain_layout(start, size, capacity)
     else:
         positions, allowed = tree_layout(parents, start, capacity)
-    visible = Visibility.of(allowed, keys[0].dtype, host_start(start))
-    slots = start + torch.arange(size, device=tokens.device)
+    kernels = parts.triton and size <= GROUPED_MATMUL_MAX
+    visible = Visibility.of(allowed, keys[0].dtype, host_start(start), additive=kernels)
     hidden = parts.embed(tokens)
-    cos, sin = rotary_tables(parts, *parts.rotary(hidden, positions))
+    tables = parts.rotary(hidden, positions)
+    if kernels:
+        for index, layer in enumerate(parts.layers):
+            cache = (keys[index], values[index])
+            hidden = kernel_layer(parts, layer, hidden, tables, cache, start, visible.additive)
+        return parts.norm(hidden)[0]
+    cos, sin = rotary_tables(parts, *tables)
+    slots = start + torch.arange(size, device=tokens.device)
     for index, layer in enumerate(parts.layers):
         query, key, value = parts.before(layer, hidden, cos, sin, parts.head_dim)
         keys[index].index_copy_(2, slots, key)

@@ -8,12 +8,17 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from cad.selector.draft_config import DraftConfig
 from cad.training.datasets import HUMANEVALPACK
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if not torch.cuda.is_available():
+    # Triton's kernels then run in its interpreter; Triton reads this when it is first
+    # imported (its library functions) and when a kernel is built, so it is set before both.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKENIZERS = FIXTURES / "tokenizers"

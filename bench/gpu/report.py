@@ -66,6 +66,15 @@ def kernel_targets(kernel: dict[str, Any], prefix: str = "1.5B") -> list[Target]
     compiled = step_ms(kernel, "compiled")
     ratio = None if compiled is None or not step else compiled / step
     targets.append((f"{prefix} compiled step ÷ graphs step", ratio, 1.0, "×"))
+    if "kernels" in kernel.get("runtimes", []):
+        fused = step_ms(kernel, "kernels")
+        targets.append((f"{prefix} one-token step (graphs, fused kernels)", fused, 2.0, "ms"))
+        for n, factor in ((8, 1.3), (32, 1.3), (128, 2.0)):
+            forward = forward_ms(kernel, "kernels", n)
+            ratio = None if forward is None or not fused else forward / fused
+            targets.append(
+                (f"{prefix} forward of {n} tokens ÷ step (fused kernels)", ratio, factor, "×")
+            )
     decodes = kernel.get("decodes") or []
     after = [
         row["rewrite"]["graphs"]["median"] * 1e3 for row in decodes if "graphs" in row["rewrite"]

@@ -10,20 +10,21 @@
 # It installs the wheels carried in .whl/ (filled by bench/gpu/fetch_wheels.sh) that the
 # machine lacks, installs the project editable and builds its native core, checks the GPU
 # (one line; without one it stops there with one error line), runs the gpu-marked tests, the
-# kernel benchmark (Qwen2.5-1.5B shape at random init, bf16: eager, static, CUDA graphs and
-# compiled), the step's profile (its kernels by kind, each matrix product's rate alone, the
-# token choice's floors), the start-up measurement (graphs and --compile, cold and warm),
-# the 7B kernel benchmark and the rewrite benchmark (graphs, --compile, eager) as time
-# allows, and a summary against the targets. Results go to $OUT, or bench/results/ when OUT
-# is unset: gpu-summary.{md,json}, gpu-steps.tsv, gpu-check.json, gpu-tests.xml,
-# gpu-kernel-{1.5b,7b}.{json,md}, gpu-profile.{json,md}, gpu-startup.{json,md},
-# gpu-rewrite-*.{json,md}, and every step's output in gpu-check.log (the end of a failed step's
-# output is also printed). A step that would overrun the time left is cut short or skipped,
-# and the summary says so. GPU_CHECK_STEPS picks measuring steps from tests, kernel,
-# profile, startup, kernel-7b, rewrite and peers (default: all but peers), so a short device
-# lease can run the check in parts; peers is cad beside transformers (generate with a static
-# cache, compiled, and with prompt lookup) on three HEvalFix edits, into gpu-peers.{json,md}
-# (vLLM cannot travel to the machine: its wheel is larger than what may be carried).
+# kernel benchmark (Qwen2.5-1.5B shape at random init, bf16: eager, static, CUDA graphs, CUDA
+# graphs with the fused Triton kernels, and compiled), the step's profile (its kernels by
+# kind, each matrix product's rate alone, the token choice's floors), the start-up
+# measurement (graphs and --compile, cold and warm), the 7B kernel benchmark and the rewrite
+# benchmark (graphs, fused kernels, --compile, eager) as time allows, and a summary against
+# the targets. Results go to $OUT, or bench/results/ when OUT is unset: gpu-summary.{md,json},
+# gpu-steps.tsv, gpu-check.json, gpu-tests.xml, gpu-kernel-{1.5b,7b}.{json,md},
+# gpu-profile.{json,md}, gpu-startup.{json,md}, gpu-rewrite-*.{json,md}, and every step's
+# output in gpu-check.log (the end of a failed step's output is also printed). A step that
+# would overrun the time left is cut short or skipped, and the summary says so.
+# GPU_CHECK_STEPS picks measuring steps from tests, kernel, profile, startup, kernel-7b,
+# rewrite and peers (default: all but peers), so a short device lease can run the check in
+# parts; peers is cad beside transformers (generate with a static cache, compiled, and with
+# prompt lookup) on three HEvalFix edits, into gpu-peers.{json,md} (vLLM cannot travel to the
+# machine: its wheel is larger than what may be carried).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -118,19 +119,20 @@ wanted tests && run_step gpu-tests 120 30 "$PYTHON" -m pytest -m gpu -q -p no:ca
   tests/selector --junitxml="$RESULTS/gpu-tests.xml"
 wanted kernel && run_step kernel-1.5b 220 60 "$PYTHON" -m bench.kernel --model "$MODEL" \
   --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32,128 --trials 3 \
-  --runtimes eager,static,graphs,compiled --edits 2 \
+  --runtimes eager,static,graphs,kernels,compiled --edits 2 \
   --out-json "$RESULTS/gpu-kernel-1.5b.json" --out-md "$RESULTS/gpu-kernel-1.5b.md"
 wanted profile && run_step profile 120 60 "$PYTHON" -m bench.gpu.profile --model "$MODEL" \
   --dtype bfloat16 --out-json "$RESULTS/gpu-profile.json" --out-md "$RESULTS/gpu-profile.md"
 wanted startup && run_step startup 150 60 "$PYTHON" -m bench.gpu.startup --model "$MODEL" \
   --dtype bfloat16 --out-json "$RESULTS/gpu-startup.json" --out-md "$RESULTS/gpu-startup.md"
 wanted kernel-7b && run_step kernel-7b 100 70 "$PYTHON" -m bench.kernel --model qwen2.5-7b \
-  --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32 --trials 3 --runtimes eager,graphs \
+  --device cuda --dtype bfloat16 --prefix 1024 --spans 8,32 --trials 3 --runtimes eager,graphs,kernels \
   --out-json "$RESULTS/gpu-kernel-7b.json" --out-md "$RESULTS/gpu-kernel-7b.md"
 if wanted rewrite; then
-  for runtime in graphs compile eager; do
+  for runtime in graphs kernels compile eager; do
     case $runtime in
       graphs) options=(--limit 3) ;;
+      kernels) options=(--limit 3 --triton) ;;
       compile) options=(--limit 3 --compile) ;;
       eager) options=(--limit 1 --no-graphs) ;;
     esac

@@ -1,8 +1,8 @@
 """The decoder on a CUDA device: byte-exact programs in bfloat16 through the default CUDA
 graphs; every mode decoding the same tokens and programs through transformers' eager
-forward, CUDA graphs and compiled layers; caches equal after kept paths and rollbacks; a
-graph captured again, safely, when the cache grows; the greedy choice replayed as a CUDA
-graph choosing what the eager one chooses."""
+forward, CUDA graphs (with and without the fused Triton kernels) and compiled layers;
+caches equal after kept paths and rollbacks; a graph captured again, safely, when the cache
+grows; the greedy choice replayed as a CUDA graph choosing what the eager one chooses."""
 
 from __future__ import annotations
 
@@ -97,21 +97,24 @@ def graphs_cuda(eager_cuda) -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def runtimes(graphs_cuda) -> dict[str, StaticRuntime]:
-    """CUDA graphs alone, and compiled layers replayed as CUDA graphs (compiled once for
-    the module)."""
+    """CUDA graphs alone, with the fused Triton kernels, and compiled layers replayed as
+    CUDA graphs (compiled once for the module)."""
+    model, device = graphs_cuda.model, graphs_cuda.device
     return {
-        "graphs": StaticRuntime(graphs_cuda.model, graphs_cuda.device, compile=False),
-        "compiled": StaticRuntime(graphs_cuda.model, graphs_cuda.device, compile=True),
+        "graphs": StaticRuntime(model, device, compile=False),
+        "graphs with kernels": StaticRuntime(model, device, compile=False, triton=True),
+        "compiled": StaticRuntime(model, device, compile=True),
     }
 
 
-@pytest.mark.parametrize("runtime", ["graphs", "compiled"])
+@pytest.mark.parametrize("runtime", ["graphs", "graphs with kernels", "compiled"])
 @pytest.mark.parametrize("mode", list(MODES))
 def test_every_mode_decodes_as_eager_through_graphs(
     graphs_cuda, eager_outcomes, runtimes, runtime: str, mode: str
 ) -> None:
     chosen = runtimes[runtime]
     assert chosen.graphs is not None
+    assert chosen.parts.triton == (runtime == "graphs with kernels")
     with running(chosen, graphs_cuda):
         assert MODES[mode](graphs_cuda) == eager_outcomes[mode]
     assert chosen.capture_s > 0
