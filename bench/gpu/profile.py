@@ -6,9 +6,10 @@ replay).
     python3 -m bench.gpu.profile --model qwen2.5-1.5b --out-json p.json --out-md p.md
 
 The step is profiled through the static runtime run eagerly (every kernel launched on its
-own) and through CUDA graphs (the default: the same kernels replayed); the difference
-between the graphed step's wall time and the sum of its kernels' times is what launching
-and the gaps between dependent kernels cost. Matrix products are timed as CUDA graphs of
+own), through CUDA graphs (the default: the same kernels replayed) and through CUDA graphs
+with the fused Triton kernels (``cad.selector.gpu_kernels``); the difference between a
+graphed step's wall time and the sum of its kernels' times is what launching and the gaps
+between dependent kernels cost. Matrix products are timed as CUDA graphs of
 20 products over enough distinct weight copies that no product finds its weight in the L2
 cache, as a model's layers do not.
 """
@@ -32,6 +33,7 @@ from cad.selector import LoadedModel, kv
 from cad.selector.runtime import StaticRuntime, uninstall
 
 KINDS = (
+    ("fused (Triton)", r"rotary_kernel|attention_kernel|combine_kernel|silu_mul_kernel"),
     ("matrix products", r"gemm|gemv|cutlass|sm90_|xmma|cublas|splitk|nvjet|matmul"),
     ("softmax", r"softmax"),
     ("norms", r"rms|norm"),
@@ -86,10 +88,18 @@ def _device_events(profile: Any) -> list[tuple[str, int, float]]:
     return events
 
 
-def profile_steps(loaded: LoadedModel, graphs: bool, prefix: int, steps: int) -> dict[str, Any]:
+RUNTIMES = {"eager": {"graphs": False}, "graphs": {"graphs": True}}
+RUNTIMES["kernels"] = {"graphs": True, "triton": True}
+"""The static runtimes profiled, by name, with their options."""
+
+
+def profile_steps(
+    loaded: LoadedModel, options: dict[str, bool], prefix: int, steps: int
+) -> dict[str, Any]:
     """The kernels of ``steps`` one-token steps after ``prefix`` cached tokens through the
-    static runtime (graphed or eager), and the steps' median wall time unprofiled."""
-    runtime = StaticRuntime(loaded.model, loaded.device, compile=False, graphs=graphs)
+    static runtime with ``options`` (one of :data:`RUNTIMES`), and the steps' median wall
+    time unprofiled."""
+    runtime = StaticRuntime(loaded.model, loaded.device, compile=False, **options)
     runtime.install()
     try:
         cache = runtime.new_cache()
@@ -243,25 +253,31 @@ def choice_floors(device: torch.device, width: int, trials: int = 50) -> dict[st
 
 def markdown(result: dict[str, Any]) -> str:
     """The step's kernels by kind, the products' rates and the choice's floors."""
+    names = [name for name in RUNTIMES if name in result]
     lines = [
         f"Decode step profile: {result['model']} (random init), {result['dtype']}, "
         f"{result['machine']}, {result['prefix']}-token prefix, {result['steps']} steps",
         "",
-        "| kind | eager: kernels/step | eager: µs/step | graphs: kernels/step | graphs: µs/step |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| kind | "
+        + " | ".join(f"{name}: kernels/step | {name}: µs/step" for name in names)
+        + " |",
+        "| --- | " + " | ".join("---: | ---:" for _ in names) + " |",
     ]
-    eager, graphed = result["eager"], result["graphs"]
-    for kind in eager["kinds"]:
-        row = [eager["kinds"][kind], graphed["kinds"].get(kind, {"count": 0, "us": 0})]
-        lines.append(
-            f"| {kind} | {row[0]['count']:.0f} | {row[0]['us']:.0f} "
-            f"| {row[1]['count']:.0f} | {row[1]['us']:.0f} |"
-        )
-    for name, table in (("eager", eager), ("graphs", graphed)):
+    empty = {"count": 0, "us": 0}
+    kinds = dict.fromkeys(kind for name in names for kind in result[name]["kinds"])
+    for kind in kinds:
+        cells = [result[name]["kinds"].get(kind, empty) for name in names]
+        shown = " | ".join(f"{cell['count']:.0f} | {cell['us']:.0f}" for cell in cells)
+        lines.append(f"| {kind} | {shown} |")
+    blank = " | ".join("" for _ in range(2 * len(names) - 2))
+    for name in names:
+        table = result[name]
         lines.append(
             f"| **{name}: all kernels / wall** | {table['kernels_per_step']:.0f} "
-            f"| {table['kernel_us_per_step']:.0f} / {table['wall_us_per_step']:.0f} | | |"
+            f"| {table['kernel_us_per_step']:.0f} / {table['wall_us_per_step']:.0f} "
+            f"| {blank} |"
         )
+    eager = result["eager"]
     lines += ["", "Slowest kernels of the eager step (µs per step, count per step):", ""]
     lines += [
         f"- {kernel['us']:.0f} µs ×{kernel['count']:.0f}: `{kernel['name']}`"
@@ -321,8 +337,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": list(rows),
         "shapes": product_shapes(loaded.model.config),
     }
-    for name, graphs in (("eager", False), ("graphs", True)):
-        result[name] = profile_steps(loaded, graphs, args.prefix, args.steps)
+    for name, options in RUNTIMES.items():
+        result[name] = profile_steps(loaded, options, args.prefix, args.steps)
         print(f"{name}: {json.dumps(result[name]['kinds'])}", flush=True)
     result["copy_gb_s"] = copy_rate(loaded.device)
     result["products"] = {

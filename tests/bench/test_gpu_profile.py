@@ -35,6 +35,8 @@ from bench.gpu.profile import kernel_table, kind_of, markdown, product_shapes
             "elementwise",
         ),
         ("void flash_fwd_kernel<Flash_fwd_kernel_traits>", "other"),
+        ("attention_kernel", "fused (Triton)"),
+        ("triton_poi_fused_add_mul_0", "elementwise"),
     ],
 )
 def test_kernels_are_sorted_into_kinds_by_their_names(name: str, kind: str) -> None:
@@ -79,6 +81,8 @@ def test_the_profile_table_shows_every_kind_product_and_floor() -> None:
     eager["wall_us_per_step"] = 900.0
     graphed = kernel_table([("nvjet_gemm", 4, 380.0)], steps=2)
     graphed["wall_us_per_step"] = 260.0
+    fused = kernel_table([("nvjet_gemm", 4, 380.0), ("silu_mul_kernel", 2, 10.0)], steps=2)
+    fused["wall_us_per_step"] = 240.0
     result = {
         "model": "qwen2.5-1.5b",
         "dtype": "bfloat16",
@@ -89,14 +93,17 @@ def test_the_profile_table_shows_every_kind_product_and_floor() -> None:
         "shapes": {"down": (1536, 8960)},
         "eager": eager,
         "graphs": graphed,
+        "kernels": fused,
         "copy_gb_s": 4300.0,
         "products": {"cublas": {"down": {"1": 9.5, "1_gb_s": 2897.0, "8": 10.0, "8_gb_s": 2752.0}}},
         "choice_floors": {"read_us": 11.0, "pinned_copy_us": 14.0, "replay_us": 9.0},
     }
     text = markdown(result)
-    assert "| matrix products | 2 | 200 | 2 | 190 |" in text
-    assert "| elementwise | 4 | 20 | 0 | 0 |" in text
-    assert "| **graphs: all kernels / wall** | 2 | 190 / 260 | | |" in text
+    assert "| matrix products | 2 | 200 | 2 | 190 | 2 | 190 |" in text
+    assert "| elementwise | 4 | 20 | 0 | 0 | 0 | 0 |" in text
+    assert "| fused (Triton) | 0 | 0 | 0 | 0 | 1 | 5 |" in text
+    assert "| **graphs: all kernels / wall** | 2 | 190 / 260 |  |  |  |" in text
+    assert "| **kernels: all kernels / wall** | 3 | 195 / 240 |  |  |  |" in text
     assert "| down (1536 × 8960) | cublas | 9.5 (2897) | 10.0 (2752) |" in text
     assert "one read back 11.0" in text
 
