@@ -55,22 +55,29 @@ from cad.selector.decoder import replay_forced
 from cad.selector.program_cost import Pricing, subline_oracle
 from cad.selector.prompt import program_prompt, rewrite_prompt
 from cad.selector.rewrite import replay_rewrite, rewrite_forced
-from cad.selector.stats import DecodeResult
+from cad.selector.stats import HOST_PARTS, DecodeResult
 from cad.training.datasets import EditExample, load_edits, select_split
 
 PLD_DRAFT = 10
 TARGETS = {"program_over_rewrite": 0.5, "pld_over_rewrite": 2.0}
 
 
+PHASES = (*HOST_PARTS, "choose", "decode")
+"""The phases of a decode split per forward (:class:`cad.selector.stats.DecodeStats`): the
+host's parts, the model's token choices and the forwards after the prompt's."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One method on one edit: its forwards, its wall-clock and draft tokens when it ran
-    with a model, and the host's seconds of each of its forwards (the prompt's first)."""
+    with a model, the host's seconds of each of its forwards (the prompt's first), and with
+    a model the seconds of each phase of :data:`PHASES`."""
 
     forwards: int
     wall_s: float = 0.0
     drafted: int = 0
     host: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class HostTimer:
@@ -152,8 +159,9 @@ def _timed(result: DecodeResult, example: EditExample, name: str) -> Outcome:
     if result.text != example.after:
         raise AssertionError(f"{name} was not byte-exact on {example.id}")
     stats = result.stats
+    phases = {phase: getattr(stats, f"{phase}_s") for phase in PHASES}
     return Outcome(
-        stats.forwards, stats.wall_s, stats.drafted_tokens, list(stats.host_per_forward_s)
+        stats.forwards, stats.wall_s, stats.drafted_tokens, list(stats.host_per_forward_s), phases
     )
 
 
@@ -277,7 +285,20 @@ def measure(table: dict[str, Method], example: EditExample, tokens: int, loaded=
         row[name] = {"forwards": outcome.forwards, "wall_s": outcome.wall_s,
                      "drafted": outcome.drafted,
                      "host_s": [round(s, 7) for s in outcome.host]}  # fmt: skip
+        if outcome.phases:
+            row[name]["phases_s"] = {k: round(v, 7) for k, v in outcome.phases.items()}
     return row
+
+
+def phase_split(rows: list[dict], name: str) -> dict[str, float] | None:
+    """Milliseconds per forward of each phase of :data:`PHASES` for ``name``: every edit's
+    seconds summed over every forward (the prompt's included) of every edit; ``None``
+    without a model."""
+    timed = [r[name] for r in rows if "phases_s" in r[name]]
+    forwards = sum(len(r["host_s"]) for r in timed)
+    if not timed or not forwards:
+        return None
+    return {p: 1e3 * sum(r["phases_s"][p] for r in timed) / forwards for p in PHASES}
 
 
 def host_percentiles(rows: list[dict], name: str) -> dict[str, float] | None:
@@ -307,6 +328,9 @@ def summarise(rows: list[dict], names: list[str], timed: bool) -> dict:
         host = host_percentiles(rows, name)
         if host is not None:
             out[name]["host_ms"] = host
+        split = phase_split(rows, name)
+        if split is not None:
+            out[name]["phase_ms"] = split
         if timed:
             out[name]["wall_s"] = spread([r[name]["wall_s"] for r in rows])
         if name not in ("ar", "pld", "pld-budget", "perfect-draft"):
@@ -396,7 +420,33 @@ def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
         cells.append(f"{host['p50']:.3f} / {host['p90']:.3f}" if host else "")
         cells += [_cell(s[key], 2) + "×" if key in s else "" for key, _ in ratios]
         lines.append("| " + " | ".join(cells) + " |")
+    split = [name for name in result["methods"] if "phase_ms" in summary[name]]
+    if split:
+        lines += [
+            "",
+            "Where each forward's time goes, ms per forward (every forward of every edit, "
+            "the prompt's included): the host's parts, then the model's token choices and "
+            "the forwards after the prompt's (AR and prompt lookup project their logits "
+            "inside the forward, cad's modes when they choose)",
+            "",
+            "| method | " + " | ".join(PHASE_LABELS[phase] for phase in PHASES) + " |",
+            "| --- |" + " ---: |" * len(PHASES),
+        ]
+        for name in split:
+            cells = [f"{summary[name]['phase_ms'][phase]:.3f}" for phase in PHASES]
+            lines.append(f"| {_label(name, configs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+PHASE_LABELS = {
+    "draft": "drafting",
+    "layout": "layout",
+    "mask": "masks",
+    "accept": "acceptance",
+    "bookkeeping": "bookkeeping",
+    "choose": "choices",
+    "decode": "forwards",
+}
 
 
 def plot(rows: list[dict], names: list[str], title: str, path: Path, timed: bool) -> None:

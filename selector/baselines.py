@@ -37,13 +37,16 @@ def _start(
 
 
 def regenerate(loaded: LoadedModel, document: str, instruction: str, target: str) -> DecodeResult:
-    """AR regeneration of the whole ``target`` file: one forward per output token."""
+    """AR regeneration of the whole ``target`` file: one forward per output token (its
+    logits projected with the forward, the greedy choice timed as the choices)."""
     start = time.perf_counter()
     _, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "ar")
     clock.next_forward()
     for token in target_ids:
-        int(kv.decode_one(loaded.model, cache, token, loaded.device).argmax())
+        logits = kv.decode_one(loaded.model, cache, token, loaded.device)
         clock.forward()
+        int(logits.argmax())
+        clock.choose()
         stats.forwards += 1
         clock.host("bookkeeping")
         clock.next_forward()
@@ -109,8 +112,9 @@ def prompt_lookup(
     token plus a draft; the accepted draft prefix is exactly the part equal to the target.
     The drafting runs in native code, so its host cost per forward compares fairly with
     rewrite mode's (``host_per_forward_s``). Each forward projects the logits of every
-    position it feeds and makes the greedy choices up to the first refused draft token, as
-    prompt lookup does unforced, before the target replaces them."""
+    position it feeds (timed with the forward) and makes the greedy choices up to the first
+    refused draft token (timed as the choices), as prompt lookup does unforced, before the
+    target replaces them."""
     start = time.perf_counter()
     prompt, target_ids, stats, cache, clock = _start(loaded, document, instruction, target, "pld")
     steps = prompt_lookup_steps(prompt, target_ids, num_draft, max_ngram)
@@ -120,9 +124,10 @@ def prompt_lookup(
         clock.host("draft")
         kept = kv.cache_length(cache) + 1
         logits = kv.verify(loaded.model, cache, [token, *draft], loaded.device)
-        logits[: accepted + 1].argmax(dim=-1).tolist()
-        kv.truncate(cache, kept + accepted)
         clock.forward()
+        logits[: accepted + 1].argmax(dim=-1).tolist()
+        clock.choose()
+        kv.truncate(cache, kept + accepted)
         stats.forwards += 1
         stats.drafted_tokens += len(draft)
         stats.copied_tokens += accepted

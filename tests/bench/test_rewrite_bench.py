@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.rewrite import main, perfect_draft_forwards, select
+from bench.rewrite import PHASES, main, perfect_draft_forwards, select
 from cad.selector import load_draft_config
 from cad.training.calibrate import replay
 from cad.training.datasets import load_humanevalpack
@@ -87,9 +87,18 @@ def test_benchmark_writes_table_and_json_and_replays_the_same_forwards(
         assert row["program-subline"]["forwards"] <= row["program"]["forwards"]
         assert all(row[name]["wall_s"] > 0 for name in METHODS)
         assert all(len(row[name]["host_s"]) == row[name]["forwards"] + 1 for name in METHODS)
+    for name in METHODS:  # every phase of every forward, each part of the edit's time
+        phases = row[name]["phases_s"]
+        assert set(phases) == set(PHASES) and all(value >= 0 for value in phases.values())
+        assert sum(phases.values()) <= row[name]["wall_s"]
+    assert rows[0]["program"]["phases_s"]["draft"] > 0
+    assert rows[0]["ar"]["phases_s"]["choose"] > 0
+    split = result["summary"]["program"]["phase_ms"]
+    assert split["draft"] > 0 and split["decode"] > 0
     table = out["md"].read_text().splitlines()
-    assert len(table) == 4 + len(METHODS)
+    assert len(table) == 4 + len(METHODS) + 5 + len(METHODS)
     assert "host ms/fwd p50 / p90" in table[2]
+    assert table[4 + len(METHODS) + 3].startswith("| method | drafting | layout | masks |")
     assert table[8].startswith("| rewrite + draft graph (small config: budget 4, min reach 0)")
     assert "÷ rewrite" in table[2]
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
