@@ -278,6 +278,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {blank} |"
         )
     eager = result["eager"]
+    if "kernels_failed" in result:
+        lines += ["", f"The fused kernels failed and are not profiled: {result['kernels_failed']}"]
     lines += ["", "Slowest kernels of the eager step (µs per step, count per step):", ""]
     lines += [
         f"- {kernel['us']:.0f} µs ×{kernel['count']:.0f}: `{kernel['name']}`"
@@ -338,7 +340,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "shapes": product_shapes(loaded.model.config),
     }
     for name, options in RUNTIMES.items():
-        result[name] = profile_steps(loaded, options, args.prefix, args.steps)
+        try:
+            result[name] = profile_steps(loaded, options, args.prefix, args.steps)
+        except Exception as exc:  # one runtime failing must not hide the others
+            if name != "kernels":
+                raise
+            result["kernels_failed"] = f"{type(exc).__name__}: {exc}"[:500]
+            print(f"{name}: failed ({result['kernels_failed']})", flush=True)
+            continue
         print(f"{name}: {json.dumps(result[name]['kinds'])}", flush=True)
     result["copy_gb_s"] = copy_rate(loaded.device)
     result["products"] = {

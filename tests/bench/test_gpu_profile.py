@@ -106,6 +106,11 @@ def test_the_profile_table_shows_every_kind_product_and_floor() -> None:
     assert "| **kernels: all kernels / wall** | 3 | 195 / 240 |  |  |  |" in text
     assert "| down (1536 × 8960) | cublas | 9.5 (2897) | 10.0 (2752) |" in text
     assert "one read back 11.0" in text
+    del result["kernels"]
+    result["kernels_failed"] = "CompilationError: no"
+    text = markdown(result)
+    assert "| **kernels:" not in text
+    assert "The fused kernels failed and are not profiled: CompilationError: no" in text
 
 
 def test_the_start_up_table_splits_the_load_and_reports_the_read_rate() -> None:
