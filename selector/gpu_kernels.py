@@ -6,9 +6,10 @@ they read: the 1.5B step ran about twenty kernels a layer, some 70 µs a layer b
 its weights, on an H100 and an H200 alike. These kernels take three groups of them down:
 
 - :func:`rotary_into_cache`: the rotary embedding of every query and key head of the fused
-  query/key/value product, the rotated keys and the values written into their cache slots
-  and the queries into a buffer; one kernel where the roll, two products and two cache
-  copies took five;
+  query/key/value product (after Qwen3's per-head norms, where the model has them), the
+  rotated keys and the values written into their cache slots and the queries into a buffer;
+  one kernel where the roll, two products and two cache copies took five (and the norms
+  three more);
 - :func:`masked_attention`: attention of the fed tokens over the cache window under the
   additive mask, split over the window's slots and then combined (flash-decoding); two
   kernels where the grouped products, the mask, the softmax, the casts and the copies
@@ -69,6 +70,9 @@ def _kernels() -> SimpleNamespace:
         keys,
         values,
         start,
+        query_norm,
+        key_norm,
+        eps,
         row_stride,
         table_stride,
         key_head_stride,
@@ -78,6 +82,7 @@ def _kernels() -> SimpleNamespace:
         HEADS: tl.constexpr,
         KV_HEADS: tl.constexpr,
         HALF: tl.constexpr,
+        NORMS: tl.constexpr,
     ):
         token = tl.program_id(0)
         head = tl.program_id(1)
@@ -86,6 +91,18 @@ def _kernels() -> SimpleNamespace:
         first = tl.load(row + offsets).to(tl.float32)
         second = tl.load(row + HALF + offsets).to(tl.float32)
         slot = tl.load(start) + token
+        if NORMS and head < HEADS + KV_HEADS:
+            on_query = head < HEADS
+            first_weight = tl.where(
+                on_query, tl.load(query_norm + offsets), tl.load(key_norm + offsets)
+            )
+            second_weight = tl.where(
+                on_query, tl.load(query_norm + HALF + offsets), tl.load(key_norm + HALF + offsets)
+            )
+            squares = tl.sum(first * first, 0) + tl.sum(second * second, 0)
+            factor = 1.0 / tl.sqrt(squares / (2 * HALF) + eps)
+            first = first * factor * first_weight.to(tl.float32)
+            second = second * factor * second_weight.to(tl.float32)
         if head < HEADS + KV_HEADS:
             cos_row = cos + token * table_stride
             sin_row = sin + token * table_stride
@@ -250,17 +267,20 @@ def rotary_into_cache(
     start: torch.Tensor,
     heads: int,
     kv_heads: int,
+    norms: tuple[torch.Tensor, torch.Tensor, float] | None = None,
 ) -> torch.Tensor:
     """The fused query/key/value product ``packed`` ``(1, B, (heads + 2 * kv_heads) * D)``
-    of ``B`` tokens fed after ``start`` (a 0-d device tensor) cached ones: the rotary
-    embedding (``cos``, ``sin``: ``(1, B, D)``, the model's rotary tables) applied to every
-    query and key head, keys and values written into cache slots ``start .. start + B - 1``
-    of ``keys`` / ``values`` ``(1, kv_heads, S, D)``. Returns the rotated queries ``(B,
-    heads, D)``."""
+    of ``B`` tokens fed after ``start`` (a 0-d device tensor) cached ones: with ``norms``
+    (the query norm's and the key norm's weights ``(D,)`` and their epsilon: Qwen3's) each
+    query and key head RMS-normalised first; then the rotary embedding (``cos``, ``sin``:
+    ``(1, B, D)``, the model's rotary tables) applied to every query and key head, keys and
+    values written into cache slots ``start .. start + B - 1`` of ``keys`` / ``values`` ``(1,
+    kv_heads, S, D)``. Returns the rotated queries ``(B, heads, D)``."""
     size, dim = packed.shape[1], cos.shape[-1]
     packed = packed.contiguous()
     cos, sin = cos.contiguous(), sin.contiguous()
     query = packed.new_empty((size, heads, dim))
+    query_norm, key_norm, eps = norms if norms is not None else (packed, packed, 0.0)
     kernels = _kernels()
     kernels.rotary[(size, heads + 2 * kv_heads)](
         packed,
@@ -270,6 +290,9 @@ def rotary_into_cache(
         keys,
         values,
         start,
+        query_norm,
+        key_norm,
+        eps,
         packed.stride(1),
         cos.stride(1),
         keys.stride(1),
@@ -279,6 +302,7 @@ def rotary_into_cache(
         HEADS=heads,
         KV_HEADS=kv_heads,
         HALF=dim // 2,
+        NORMS=norms is not None,
     )
     return query
 
@@ -361,8 +385,7 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return out.view(*gate_up.shape[:-1], width)
 
 
-def usable(head_dim: int, query_norms: bool) -> bool:
-    """Whether these kernels can run a model's layers: Triton installed, a head size that
-    is a power of two of at least 16 (the kernels' block shapes), and no per-head query and
-    key norms (Qwen3's run between the product and the rotary embedding)."""
-    return available() and head_dim >= 16 and head_dim & (head_dim - 1) == 0 and not query_norms
+def usable(head_dim: int) -> bool:
+    """Whether these kernels can run a model's layers: Triton installed and a head size that
+    is a power of two of at least 16 (the kernels' block shapes)."""
+    return available() and head_dim >= 16 and head_dim & (head_dim - 1) == 0

@@ -322,8 +322,8 @@ def kernel_layer(
     mask: torch.Tensor,
 ) -> torch.Tensor:
     """A whole :class:`FusedLayer` through the fused kernels of
-    :mod:`cad.selector.gpu_kernels`: norm, query/key/value product, rotary embedding with the
-    cache write (one kernel), attention under the additive ``mask`` (two), the output
+    :mod:`cad.selector.gpu_kernels`: norm, query/key/value product, rotary embedding (after
+    the per-head norms, where there are) with the cache write (one kernel), attention under the additive ``mask`` (two), the output
     projection added in place, the MLP with a one-kernel activation. ``tables`` are the
     model's rotary ``(cos, sin)``, ``cache`` the layer's keys and values window; ``hidden``
     must be the caller's own tensor (it is updated in place)."""
@@ -331,7 +331,10 @@ def kernel_layer(
     keys, values = cache
     packed = _project(layer, "qkv", x)
     heads = (parts.num_heads, parts.num_kv_heads)
-    query = gpu_kernels.rotary_into_cache(packed, *tables, keys, values, start, *heads)
+    norms = None
+    if layer.query_norm is not None and layer.key_norm is not None:
+        norms = (layer.query_norm, layer.key_norm, layer.head_norm_eps)
+    query = gpu_kernels.rotary_into_cache(packed, *tables, keys, values, start, *heads, norms)
     mixed = gpu_kernels.masked_attention(query, keys, values, mask, parts.scale)
     hidden = _add_projection(layer, "out", hidden, mixed)
     return _mlp_residual(layer, hidden, gpu_kernels.silu_mul)
@@ -405,9 +408,7 @@ class ModelParts:
         packed = pack and every and _packing_wanted(network)
         fused = [fuse(layer, packed=packed) for layer in body.layers] if every else []
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        if triton:
-            norms = any(layer.query_norm is not None for layer in fused)
-            triton = every and gpu_kernels.usable(head_dim, norms)
+        triton = triton and every and gpu_kernels.usable(head_dim)
         return cls(
             embed=body.embed_tokens,
             layers=fused if every else body.layers,

@@ -129,22 +129,80 @@ def test_silu_mul_is_the_swiglu_of_both_halves(device: str, dtype: torch.dtype) 
 
 
 def test_kernels_serve_only_layers_they_can_run() -> None:
-    assert gpu_kernels.usable(128, query_norms=False)
-    assert not gpu_kernels.usable(128, query_norms=True)
-    assert not gpu_kernels.usable(80, query_norms=False)
-    assert not gpu_kernels.usable(8, query_norms=False)
+    assert gpu_kernels.usable(128) and gpu_kernels.usable(16)
+    assert not gpu_kernels.usable(80)
+    assert not gpu_kernels.usable(8)
+
+
+def _qwen3() -> torch.nn.Module:
+    """A 2-layer random Qwen3 (per-head query and key norms), 5,000 tokens, head size 32."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=5000,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=4096,
+    )
+    return Qwen3ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_normalises_qwen3_heads_first(device: str, dtype: torch.dtype) -> None:
+    heads, kv_heads, dim, size, first = 4, 2, 32, 6, 20
+    generator = torch.Generator().manual_seed(5)
+    packed = torch.randn((1, size, (heads + 2 * kv_heads) * dim), generator=generator).to(dtype)
+    cos, sin = _rotary(dim, torch.arange(first, first + size), dtype)
+    weights = [(1 + torch.randn(dim, generator=generator)).to(dtype) for _ in "qk"]
+    keys_all = torch.zeros((1, kv_heads, 64, dim), dtype=dtype)
+    values_all = torch.zeros_like(keys_all)
+    on = [t.to(device) for t in (packed, cos, sin, keys_all, values_all, torch.tensor(first))]
+    norms = (weights[0].to(device), weights[1].to(device), 1e-6)
+    query = gpu_kernels.rotary_into_cache(*on[:3], on[3], on[4], on[5], heads, kv_heads, norms)
+
+    heads_of = packed.view(size, heads + 2 * kv_heads, dim).float()
+    normal = heads_of * torch.rsqrt(heads_of.pow(2).mean(-1, keepdim=True) + 1e-6)
+    scaled = torch.cat(
+        (
+            normal[:, :heads] * weights[0].float(),
+            normal[:, heads : heads + kv_heads] * weights[1].float(),
+        ),
+        dim=1,
+    )
+    rotated = scaled * cos[0, :, None].float() + _rotate_half(scaled) * sin[0, :, None].float()
+    tolerance = TOLERANCE[dtype]
+    torch.testing.assert_close(
+        query.cpu().float(), rotated[:, :heads], atol=tolerance, rtol=tolerance
+    )
+    written = on[3].cpu()[0, :, first : first + size].transpose(0, 1).float()
+    torch.testing.assert_close(written, rotated[:, heads:], atol=tolerance, rtol=tolerance)
+    assert torch.equal(
+        on[4].cpu()[0, :, first : first + size].transpose(0, 1),
+        packed.view(size, -1, dim)[:, heads + kv_heads :],
+    )
 
 
 @INTERPRETED
-def test_a_runtime_with_the_kernels_decodes_as_the_pytorch_forward(tiny_qwen, monkeypatch) -> None:
+@pytest.mark.parametrize("architecture", ["qwen2", "qwen3"])
+def test_a_runtime_with_the_kernels_decodes_as_the_pytorch_forward(
+    tiny_qwen, monkeypatch, architecture: str
+) -> None:
     """Appends of every bucket, a draft tree and a kept path, with unpacked weights as on a
-    GPU (the output and down projections then add into the residual in place): logits and
-    caches as the PyTorch forward's, the same greedy tokens."""
+    GPU (the output and down projections then add into the residual in place), Qwen3's
+    per-head norms included: logits and caches as the PyTorch forward's, the same greedy
+    tokens."""
     monkeypatch.setattr(forward_module, "_packing_wanted", lambda network: False)
-    loaded = replace(tiny_qwen, model=copy.deepcopy(tiny_qwen.model))
+    model = copy.deepcopy(tiny_qwen.model) if architecture == "qwen2" else _qwen3()
+    loaded = replace(tiny_qwen, model=model)
     plain = StaticRuntime(loaded.model, loaded.device, compile=False)
     fused = StaticRuntime(loaded.model, loaded.device, compile=False, triton=True)
     assert fused.parts.triton and not plain.parts.triton and not fused.parts.packed
+    assert (fused.parts.layers[0].query_norm is not None) == (architecture == "qwen3")
     caches = [plain.new_cache(), fused.new_cache()]
     generator = torch.Generator().manual_seed(3)
     for size in (40, 1, 3, 9, 1):
