@@ -65,6 +65,16 @@ TARGETS = {"program_over_rewrite": 0.5, "pld_over_rewrite": 2.0}
 PHASES = (*HOST_PARTS, "choose", "decode")
 """The phases of a decode split per forward (:class:`cad.selector.stats.DecodeStats`): the
 host's parts, the model's token choices and the forwards after the prompt's."""
+PHASE_LABELS = {
+    "draft": "drafting",
+    "layout": "layout",
+    "mask": "masks",
+    "accept": "acceptance",
+    "bookkeeping": "bookkeeping",
+    "choose": "choices",
+    "decode": "forwards",
+}
+"""Each phase's column heading."""
 
 
 @dataclass(frozen=True)
@@ -436,17 +446,6 @@ def markdown(result: dict, configs: dict[str, DraftConfig]) -> str:
             cells = [f"{summary[name]['phase_ms'][phase]:.3f}" for phase in PHASES]
             lines.append(f"| {_label(name, configs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-PHASE_LABELS = {
-    "draft": "drafting",
-    "layout": "layout",
-    "mask": "masks",
-    "accept": "acceptance",
-    "bookkeeping": "bookkeeping",
-    "choose": "choices",
-    "decode": "forwards",
-}
 
 
 def plot(rows: list[dict], names: list[str], title: str, path: Path, timed: bool) -> None:

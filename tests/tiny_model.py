@@ -50,3 +50,22 @@ def make_tiny_model(
     for item in (TOKENIZERS / tokenizer).iterdir():
         shutil.copy(item, directory / item.name)
     return directory
+
+
+def tiny_qwen3(vocab_size: int) -> torch.nn.Module:
+    """A 2-layer, 64-wide random Qwen3 (per-head query and key norms, head size 32) with
+    ``vocab_size`` tokens and no tokenizer, in eval mode, the same weights every call."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=4096,
+    )
+    return Qwen3ForCausalLM(config).eval()

@@ -88,8 +88,11 @@ def _device_events(profile: Any) -> list[tuple[str, int, float]]:
     return events
 
 
-RUNTIMES = {"eager": {"graphs": False}, "graphs": {"graphs": True}}
-RUNTIMES["kernels"] = {"graphs": True, "triton": True}
+RUNTIMES = {
+    "eager": {"graphs": False},
+    "graphs": {"graphs": True},
+    "kernels": {"graphs": True, "triton": True},
+}
 """The static runtimes profiled, by name, with their options."""
 
 

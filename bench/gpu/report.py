@@ -44,14 +44,34 @@ def forward_ms(kernel: dict[str, Any], runtime: str, n: int) -> float | None:
     return row[runtime]["copy_s"]["median"] * 1e3
 
 
-def kernel_targets(kernel: dict[str, Any], prefix: str = "1.5B") -> list[Target]:
-    """The per-step targets of the default runtime (graphs)."""
-    step = step_ms(kernel, "graphs")
-    targets: list[Target] = [(f"{prefix} one-token step (graphs)", step, 2.0, "ms")]
-    for n, factor in ((8, 1.3), (32, 1.3), (128, 2.0)):
-        forward = forward_ms(kernel, "graphs", n)
+FORWARD_LIMITS = ((8, 1.3), (32, 1.3), (128, 2.0))
+"""Forwards of ``n`` tokens and their limits, as multiples of the one-token step."""
+
+
+def step_targets(
+    kernel: dict[str, Any], runtime: str, step_name: str, forward_name: str
+) -> list[Target]:
+    """The one-token step of ``runtime`` (named ``step_name``) and its forwards of
+    :data:`FORWARD_LIMITS` tokens over it (named ``forward_name`` with ``{n}``)."""
+    step = step_ms(kernel, runtime)
+    targets: list[Target] = [(step_name, step, 2.0, "ms")]
+    for n, factor in FORWARD_LIMITS:
+        forward = forward_ms(kernel, runtime, n)
         ratio = None if forward is None or not step else forward / step
-        targets.append((f"{prefix} forward of {n} tokens ÷ step", ratio, factor, "×"))
+        targets.append((forward_name.format(n=n), ratio, factor, "×"))
+    return targets
+
+
+def kernel_targets(kernel: dict[str, Any], prefix: str = "1.5B") -> list[Target]:
+    """The per-step targets of the default runtime (graphs), and of graphs with the fused
+    kernels where they were measured."""
+    targets = step_targets(
+        kernel,
+        "graphs",
+        f"{prefix} one-token step (graphs)",
+        f"{prefix} forward of {{n}} tokens ÷ step",
+    )
+    step = targets[0][1]
     choices = kernel.get("choice_s", {})
     chosen = "graphs" if "graphs" in choices else "eager"
     choice = choices.get(chosen)
@@ -67,14 +87,12 @@ def kernel_targets(kernel: dict[str, Any], prefix: str = "1.5B") -> list[Target]
     ratio = None if compiled is None or not step else compiled / step
     targets.append((f"{prefix} compiled step ÷ graphs step", ratio, 1.0, "×"))
     if "kernels" in kernel.get("runtimes", []):
-        fused = step_ms(kernel, "kernels")
-        targets.append((f"{prefix} one-token step (graphs, fused kernels)", fused, 2.0, "ms"))
-        for n, factor in ((8, 1.3), (32, 1.3), (128, 2.0)):
-            forward = forward_ms(kernel, "kernels", n)
-            ratio = None if forward is None or not fused else forward / fused
-            targets.append(
-                (f"{prefix} forward of {n} tokens ÷ step (fused kernels)", ratio, factor, "×")
-            )
+        targets += step_targets(
+            kernel,
+            "kernels",
+            f"{prefix} one-token step (graphs, fused kernels)",
+            f"{prefix} forward of {{n}} tokens ÷ step (fused kernels)",
+        )
     decodes = kernel.get("decodes") or []
     after = [
         row["rewrite"]["graphs"]["median"] * 1e3 for row in decodes if "graphs" in row["rewrite"]

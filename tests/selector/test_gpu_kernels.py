@@ -14,6 +14,7 @@ import torch
 from cad.selector import gpu_kernels, kv
 from cad.selector import static_forward as forward_module
 from cad.selector.runtime import StaticRuntime
+from tests.tiny_model import tiny_qwen3
 
 pytestmark = pytest.mark.skipif(not gpu_kernels.available(), reason="needs triton")
 
@@ -134,24 +135,6 @@ def test_kernels_serve_only_layers_they_can_run() -> None:
     assert not gpu_kernels.usable(8)
 
 
-def _qwen3() -> torch.nn.Module:
-    """A 2-layer random Qwen3 (per-head query and key norms), 5,000 tokens, head size 32."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=5000,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=4096,
-    )
-    return Qwen3ForCausalLM(config).eval()
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rotary_normalises_qwen3_heads_first(device: str, dtype: torch.dtype) -> None:
     heads, kv_heads, dim, size, first = 4, 2, 32, 6, 20
@@ -197,7 +180,7 @@ def test_a_runtime_with_the_kernels_decodes_as_the_pytorch_forward(
     per-head norms included: logits and caches as the PyTorch forward's, the same greedy
     tokens."""
     monkeypatch.setattr(forward_module, "_packing_wanted", lambda network: False)
-    model = copy.deepcopy(tiny_qwen.model) if architecture == "qwen2" else _qwen3()
+    model = copy.deepcopy(tiny_qwen.model) if architecture == "qwen2" else tiny_qwen3(5000)
     loaded = replace(tiny_qwen, model=model)
     plain = StaticRuntime(loaded.model, loaded.device, compile=False)
     fused = StaticRuntime(loaded.model, loaded.device, compile=False, triton=True)

@@ -53,6 +53,7 @@ from cad.selector.static_forward import (
 )
 from cad.selector.tree_verify import NodeLogits, keep_path, verify_graph
 from tests.conftest import SMALL_DRAFTS as CONFIG
+from tests.tiny_model import tiny_qwen3
 
 INSTRUCTION = "Fix the bug."
 
@@ -162,20 +163,7 @@ def test_fused_layers_hold_the_weights_once_and_leave_the_model_forward_unchange
 
 
 def test_fused_qwen3_layers_with_query_and_key_norms_match_eager() -> None:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=4096,
-    )
-    model = Qwen3ForCausalLM(config).eval()
+    model = tiny_qwen3(vocab_size=512)
     device = torch.device("cpu")
     runtime = StaticRuntime(model, device, compile=False)
     assert runtime.parts.fused and runtime.parts.layers[0].query_norm is not None
