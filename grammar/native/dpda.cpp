@@ -496,6 +496,9 @@ class DpdaMatcher final : public CfgMatcher {
         }
         history_.resize(history_.size() - steps);
         stack_.truncate(history_.back().stack_size);
+        for (int32_t base : resolved_.bases) {
+            if (base >= static_cast<int32_t>(stack_.size())) resolved_.mask = nullptr;
+        }
     }
 
     bool is_accepting() override {
@@ -582,10 +585,35 @@ class DpdaMatcher final : public CfgMatcher {
     }
 
     // Judge the undecided subtrees of ``mask`` with the real stack under ``top``.
+    //
+    // What the walks accept depends only on the mask and on the stack below the depth where
+    // each of its contexts joins the real stack, and the node there names that stack (a
+    // matcher's nodes change only when a rollback truncates them). So a fill of the same mask
+    // over the same nodes, as every token along a string's text is, sets the tokens the last
+    // walk found instead of walking again.
     void resolve(const StateMask& mask, int32_t top, uint32_t* row) {
+        bases_.clear();
+        for (size_t offset = 0; offset < mask.contexts.size();
+             offset += 2 + static_cast<size_t>(mask.contexts[offset + 1])) {
+            int32_t base = top;
+            for (int32_t depth = 0; depth < mask.contexts[offset]; ++depth) base = stack_.parent(base);
+            bases_.push_back(base);
+        }
+        if (resolved_.mask == &mask && resolved_.bases == bases_) {
+            for (int32_t token : resolved_.tokens) set_token(row, token);
+            return;
+        }
+        resolved_.mask = nullptr;
+        resolved_.tokens.clear();
+        walk_undecided(mask, top, row);
+        resolved_.mask = &mask;
+        std::swap(resolved_.bases, bases_);
+    }
+
+    void walk_undecided(const StateMask& mask, int32_t top, uint32_t* row) {
         const size_t mark = stack_.size();
         FullStep step{*this};
-        RowWalker<FullStep> walker(*mask.undecided_trie, step, row, frames_);
+        RowWalker<FullStep> walker(*mask.undecided_trie, step, row, frames_, &resolved_.tokens);
         int32_t context = -1;
         int32_t parent = top;
         for (const StateMask::Undecided& entry : mask.undecided) {
@@ -602,11 +630,21 @@ class DpdaMatcher final : public CfgMatcher {
         stack_.truncate(mark);
     }
 
+    // The last resolution: its mask, the real node each of the mask's contexts joined at,
+    // and the tokens its walks accepted.
+    struct Resolution {
+        const StateMask* mask = nullptr;
+        std::vector<int32_t> bases;
+        std::vector<int32_t> tokens;
+    };
+
     std::shared_ptr<DpdaGrammar> grammar_;
     GrowingStack stack_;
     std::vector<Entry> history_;
     std::vector<int32_t> pending_;
     WalkScratch frames_;
+    Resolution resolved_;
+    std::vector<int32_t> bases_;  // scratch: the current fill's joining nodes
 };
 
 std::unique_ptr<CfgMatcher> DpdaGrammar::matcher() {

@@ -145,12 +145,14 @@ class MaskBuilder {
 };
 
 // Sets the bits of the tokens a full-context walk reaches; ``Step`` as for MaskBuilder plus
-// ``size_t mark()`` / ``void release(size_t)`` for the scratch its configurations use.
+// ``size_t mark()`` / ``void release(size_t)`` for the scratch its configurations use. With
+// ``taken``, every token whose bit it sets is also appended there.
 template <class Step>
 class RowWalker {
   public:
-    RowWalker(const TokenTrie& trie, Step& step, uint32_t* row, WalkScratch& frames)
-        : trie_(trie), step_(step), row_(row), frames_(frames) {}
+    RowWalker(const TokenTrie& trie, Step& step, uint32_t* row, WalkScratch& frames,
+              std::vector<int32_t>* taken = nullptr)
+        : trie_(trie), step_(step), row_(row), frames_(frames), taken_(taken) {}
 
     // Judge the undecided subtree of ``node`` from ``parent_config`` (its parent's real
     // configuration).
@@ -173,6 +175,7 @@ class RowWalker {
         for (const int32_t* id = trie_.tokens_begin(node); id != trie_.tokens_end(node); ++id) {
             set_token(row_, *id);
         }
+        if (taken_) taken_->insert(taken_->end(), trie_.tokens_begin(node), trie_.tokens_end(node));
     }
     void dependent(uint32_t, int32_t) {}
     size_t mark() const { return step_.mark(); }
@@ -183,6 +186,7 @@ class RowWalker {
     Step& step_;
     uint32_t* row_;
     WalkScratch& frames_;
+    std::vector<int32_t>* taken_;
 };
 
 // A region of a local automaton around a root configuration: the configurations reachable

@@ -320,3 +320,66 @@ def test_masks_inside_free_keys_equal_the_reference_without_walking_the_trie(
         for matcher in matchers:
             assert matcher.accept_token(token_id)
     assert 0 < most < qwen2_vocab.native_trie.node_count // 10
+
+
+def test_masks_after_any_accepts_and_rollbacks_equal_a_fresh_matchers(
+    qwen2_tokenizer, qwen2_vocab
+) -> None:
+    """A matcher reuses its last resolution of a state's context-dependent tokens while the
+    stack under them is unchanged (every token along a string's text). Whatever mix of
+    accepts, repeated fills and rollbacks came before, including rollbacks that cut the stack
+    the reused resolution was found over and then grow it anew in another context, each mask
+    equals that of a fresh matcher fed the same tokens."""
+    import json
+
+    schema = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                    "name": {"type": "string"},
+                },
+                "required": ["name"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    leaf = {"name": "a leaf with a long name"}
+    documents = [
+        {"name": "the root, named at length"},
+        {"kids": [leaf], "name": "the root, named at length"},
+        {"kids": [{"kids": [leaf, leaf], "name": "a kid"}, leaf], "name": "the root"},
+        {"kids": [{"kids": [{"kids": [leaf], "name": "c"}], "name": "b"}], "name": "a"},
+    ]
+    streams = [
+        qwen2_tokenizer.encode(json.dumps(document, indent=indent), add_special_tokens=False)
+        for document in documents
+        for indent in (None, 2)
+    ]
+    compiled = compile(schema, qwen2_vocab, format="json-schema", precompute=False)
+    assert compiled.engine == "dpda"
+    rng = random.Random(5)
+    matcher, fed, stream = compiled.matcher(), [], streams[0]
+    checked = rollbacks = 0
+    for _ in range(400):
+        if fed and rng.random() < 0.15:
+            stream = rng.choice(streams)
+            shared = next(
+                (i for i, (a, b) in enumerate(zip(fed, stream, strict=False)) if a != b),
+                min(len(fed), len(stream)),
+            )
+            keep = rng.randint(0, shared)
+            matcher.rollback(len(fed) - keep)
+            fed = fed[:keep]
+            rollbacks += 1
+        elif len(fed) < len(stream):
+            assert matcher.accept_token(stream[len(fed)])
+            fed.append(stream[len(fed)])
+        fresh = compiled.matcher()
+        advance(fresh, fed)
+        expected = native_mask(fresh)
+        for _ in range(rng.randint(1, 2)):
+            assert np.array_equal(native_mask(matcher), expected), qwen2_tokenizer.decode(fed)
+        checked += 1
+    assert checked == 400 and rollbacks >= 30
