@@ -40,3 +40,26 @@ def test_schema_offset_takes_the_next_schemas_of_the_same_shuffle(tmp_path: Path
     second = schema_records(folder, 2, offset=2)
     assert second == every[2:]
     assert all(record not in every[:2] for record in second)
+
+
+def test_cad_with_its_masks_built_decodes_the_same_streams(tmp_path: Path) -> None:
+    """``cad-ready`` waits for each grammar's worker before its documents: the same grammars,
+    masks and verdicts as ``cad``, in a row of its own."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "jsonschemabench").symlink_to(FIXTURES)
+    out = tmp_path / "masks"
+    argv = ["--data", str(data), "--schemas", "2", "--docs", "1", "--program-edits", "1",
+            "--tokenizers", "qwen2", "--engines", "cad,cad-ready", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    result = json.loads(out.with_suffix(".json").read_text())
+    workloads = result["tokenizers"]["qwen2"]["workloads"]
+    for workload in ("JSON-Schema compact", "JSON-Schema pretty", "JSON", "FunQL"):
+        cad, ready = (
+            workloads[workload]["cad native"],
+            workloads[workload]["cad native, masks built"],
+        )
+        for key in ("grammars", "masks", "rejected", "compile_failures"):
+            assert ready[key] == cad[key], (workload, key)
+        assert ready["masks"] > 0
+    assert "cad native, masks built" in out.with_suffix(".md").read_text()
