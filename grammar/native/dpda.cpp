@@ -610,6 +610,8 @@ class DpdaMatcher final : public CfgMatcher {
         std::swap(resolved_.bases, bases_);
     }
 
+    // The walks themselves: each undecided subtree from its context rebuilt over the real
+    // stack, the tokens they accept set in ``row`` and kept in ``resolved_``.
     void walk_undecided(const StateMask& mask, int32_t top, uint32_t* row) {
         const size_t mark = stack_.size();
         FullStep step{*this};
