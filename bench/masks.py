@@ -200,8 +200,8 @@ class Runner:
 
     name: str
     times_compile = True
-    """Whether its compile time is a figure of its own (not for a runner that compiles as
-    another does, right after it, with the translation's memoised pieces that left)."""
+    """Whether its compile time is a figure of its own: not for a runner whose compile repeats
+    another runner's on the same schema right after it, reusing what that one memoised."""
 
     def compile(self, item: Item) -> Any:
         raise NotImplementedError
