@@ -323,10 +323,11 @@ def kernel_layer(
 ) -> torch.Tensor:
     """A whole :class:`FusedLayer` through the fused kernels of
     :mod:`cad.selector.gpu_kernels`: norm, query/key/value product, rotary embedding (after
-    the per-head norms, where there are) with the cache write (one kernel), attention under the additive ``mask`` (two), the output
-    projection added in place, the MLP with a one-kernel activation. ``tables`` are the
-    model's rotary ``(cos, sin)``, ``cache`` the layer's keys and values window; ``hidden``
-    must be the caller's own tensor (it is updated in place)."""
+    the per-head norms, where there are) with the cache write (one kernel), attention under
+    the additive ``mask`` (two), the output projection added in place, the MLP with a
+    one-kernel activation. ``tables`` are the model's rotary ``(cos, sin)``, ``cache`` the
+    layer's keys and values window; ``hidden`` must be the caller's own tensor (it is
+    updated in place)."""
     x = functional.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, layer.eps)
     keys, values = cache
     packed = _project(layer, "qkv", x)
