@@ -8,7 +8,10 @@ every result is checked byte for byte; none may be lost.
         --clients 12 --rounds 3 --out-json engine_load.json --out-md engine_load.md
 
 The engine is started here (``--engine-url`` uses a running one instead, serving the same
-model folder). Rounds interleave the methods; ratios are per round, then summarised.
+model folder). Rounds interleave the methods; ratios are per round, then summarised. Each row
+also gives the forwards per edit (median and range over every edit of every round): the
+engine follows a given program through the same drafts as the in-process decoder, so the two
+should be equal.
 """
 
 from __future__ import annotations
@@ -86,17 +89,21 @@ def engine_round(url: str, jobs: list[dict], afters: list[str], clients: int) ->
     wrong = sum(answer.get("text") != after for answer, after in zip(answers, afters, strict=True))
     if wrong or len(answers) != len(jobs):
         raise AssertionError(f"{wrong} of {len(jobs)} engine edits were not byte-exact")
-    return {"wall_s": wall, "edits_per_s": len(jobs) / wall}
+    forwards = [answer["stats"]["forwards"] for answer in answers]
+    return {"wall_s": wall, "edits_per_s": len(jobs) / wall, "forwards": forwards}
 
 
 def in_process_round(decoder: Decoder, examples, programs) -> dict:
     """The in-process backend: the same edits one after another."""
     began = time.perf_counter()
+    forwards = []
     for example, program in zip(examples, programs, strict=True):
-        if decoder.edit(example.before, example.instruction, program=program).text != example.after:
+        result = decoder.edit(example.before, example.instruction, program=program)
+        if result.text != example.after:
             raise AssertionError(f"in-process edit {example.id} was not byte-exact")
+        forwards.append(result.stats.forwards)
     wall = time.perf_counter() - began
-    return {"wall_s": wall, "edits_per_s": len(examples) / wall}
+    return {"wall_s": wall, "edits_per_s": len(examples) / wall, "forwards": forwards}
 
 
 def markdown(result: dict) -> str:
@@ -107,8 +114,8 @@ def markdown(result: dict) -> str:
         f"round, {result['rounds']} rounds), {result['model']}, float32, {result['machine']}; "
         "medians over rounds (min–max)",
         "",
-        "| backend | clients | edits/s | vs in-process |",
-        "| --- | ---: | ---: | ---: |",
+        "| backend | clients | edits/s | vs in-process | forwards per edit |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     rows = (
         ("in-process (`cad serve`)", 1, "in_process", None),
@@ -123,9 +130,10 @@ def markdown(result: dict) -> str:
     for label, clients, key, ratio in rows:
         rate = s[f"{key}_edits_per_s"]
         versus = "1" if ratio is None else f"{s[ratio]['median']:.2f}×"
+        forwards = s[f"{key}_forwards"]
         lines.append(
             f"| {label} | {clients} | {rate['median']:.2f} ({rate['min']:.2f}–{rate['max']:.2f}) "
-            f"| {versus} |"
+            f"| {versus} | {forwards['median']:g} ({forwards['min']:g}–{forwards['max']:g}) |"
         )
     return "\n".join(lines) + "\n"
 
@@ -176,6 +184,7 @@ def main() -> None:
     summary = {}
     for key in ("in_process", "engine_concurrent", "engine_serial"):
         summary[f"{key}_edits_per_s"] = spread([r[key]["edits_per_s"] for r in rounds])
+        summary[f"{key}_forwards"] = spread([f for r in rounds for f in r[key]["forwards"]])
     for key in ("engine_concurrent", "engine_serial"):
         summary[f"{key}_over_in_process"] = spread(
             [r[key]["edits_per_s"] / r["in_process"]["edits_per_s"] for r in rounds]

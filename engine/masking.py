@@ -92,6 +92,21 @@ class ProgramMirror:
         _only(bitmask, row, token if token is not None else self.index.vocabulary.eos_token_id)
 
 
+class FixedChoice:
+    """A chunk whose one sample the front end has fixed (``ProgramSpec.token``): the row allows
+    that token alone; no program FSM is followed or kept."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def accept(self, token: int) -> None:
+        """Nothing to follow: the front end's tape holds the program."""
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        """Allow the fixed token alone in ``bitmask[row]``."""
+        _only(bitmask, row, self.token)
+
+
 def _only(bitmask: torch.Tensor, row: int, token: int | None) -> None:
     """Allow exactly ``token`` in ``bitmask[row]`` (nothing when ``token`` is ``None``)."""
     bitmask[row].zero_()
@@ -103,7 +118,7 @@ def _only(bitmask: torch.Tensor, row: int, token: int | None) -> None:
 
 @dataclass
 class _Row:
-    mirror: ProgramMirror
+    mirror: ProgramMirror | FixedChoice
     outputs: Sequence[int]
     seen: int = 0
 
@@ -163,6 +178,9 @@ class BatchMasks:
         self.remove(row)
         if spec is None:
             return
+        if spec.token is not None:
+            self.rows[row] = _Row(FixedChoice(spec.token), outputs, 0)
+            return
         mirror = self.parked.pop(spec.edit, None)
         if mirror is None or mirror.key != (spec.line_widths, spec.subline, spec.target):
             mirror = ProgramMirror(self.index, spec)
@@ -210,7 +228,9 @@ class BatchMasks:
             self._bitmask = bitmask
         return bitmask
 
-    def _park(self, mirror: ProgramMirror) -> None:
+    def _park(self, mirror: ProgramMirror | FixedChoice) -> None:
+        if not isinstance(mirror, ProgramMirror):
+            return
         self.parked[mirror.edit] = mirror
         self.parked.move_to_end(mirror.edit)
         while len(self.parked) > self.parked_limit:

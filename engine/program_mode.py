@@ -7,6 +7,15 @@ the last decision plus the forced literals and, when an op completed as a copy, 
 text's tokens — and the engine prefills it in ONE forward on top of the session's KV cache,
 then samples under the program FSM's mask (:mod:`cad.engine.processor`).
 
+A given program (forced-program mode) is followed through draft trees, as ``cad edit`` follows
+it: the front end drafts each forward's tree with the in-process drafter and walks the program
+through it (``cad.selector.decoder.forced_forwards``), and each chunk is what that forward
+keeps in the cache (the known tokens and the drafted path the program follows), its one
+sample the program's next token, which the processor is told. So a forced program takes the
+forwards and engine steps ``cad edit`` takes with the same draft budget. Free decoding stays
+one decision per forward: vLLM 0.32 cannot take a streaming session's cache back past
+rejected draft tokens, and runs no custom logits processor under its own speculative decoding.
+
 A chunk stops after one decision wherever the next decision may be followed by forced bytes
 (op openers, line numbers). Inside a gen body nothing is forced until ``</gen>``, so there the
 engine keeps decoding and the chunk stops at the first token that could close the body (one
@@ -38,11 +47,13 @@ from cad.engine.context import (
 from cad.engine.wire import ProgramSpec
 from cad.grammar import ProgramTokenIndex
 from cad.resolver import CopySpan, Document, Program, format_program
-from cad.selector import DecodeResult, Progress, Sampling
+from cad.selector import DecodeResult, DraftConfig, Progress, Sampling, load_draft_config
+from cad.selector.decoder import forced_forwards, literal_tokens
 from cad.selector.line_tokens import LineTokens
+from cad.selector.program_drafting import ProgramDrafter
 from cad.selector.program_tokens import DocumentTokens
 from cad.selector.prompt import program_prompt
-from cad.selector.tape import ProgramTape
+from cad.selector.tape import NativeTape, ProgramTape, token_source
 
 GEN_OPEN = b"<gen>"
 GEN_CLOSE = b"</gen>"
@@ -121,17 +132,41 @@ class ProgramEdit:
     target: bytes | None
 
 
-def plan_program_edit(
+@dataclass
+class ForcedEdit:
+    """A given program ready to be followed through drafts: its native tape and drafter (the
+    in-process decoder's), prompt, decision budget, target and the chunks' line widths."""
+
+    tape: NativeTape
+    drafter: ProgramDrafter
+    prompt: list[int]
+    budget: int
+    widths: tuple[int, ...]
+    subline: bool
+    target: bytes
+
+
+@dataclass
+class _Checked:
+    """What both plans start from: the document, the prompt, the document's tokens and the
+    decision budget, checked against the model's context."""
+
+    document: Document
+    prompt: list[int]
+    document_tokens: DocumentTokens
+    budget: int
+    subline: bool
+    target: bytes | None
+
+
+def _check(
     tokens: EditTokenizer,
     document: str,
     instruction: str,
     program: Program | None,
     subline: bool,
     max_new_tokens: int,
-) -> ProgramEdit:
-    """Everything before the first chunk, refused with ``ContextTooLongError`` when it
-    cannot fit the model's context (:mod:`cad.engine.context`). Tokenizes the document and
-    follows a given program: CPU work the caller runs off the event loop."""
+) -> _Checked:
     limit = tokens.context_length
     check_text_fits(len(document) + len(instruction), tokens.longest_token, limit)
     doc = Document(document)
@@ -152,13 +187,63 @@ def plan_program_edit(
             subline=subline,
         )
         target = format_program(program).encode("utf-8")
-    lines = LineTokens.of(
-        tokens.tokenizer, tokens.index, doc, DocumentTokens.of(tokens.index, doc, document_ids)
-    )
-    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=subline, lines=lines)
-    tape.stats.prefill_tokens = len(prompt)
+    document_tokens = DocumentTokens.of(tokens.index, doc, document_ids)
+    return _Checked(doc, prompt, document_tokens, budget, subline, target)
+
+
+def plan_program_edit(
+    tokens: EditTokenizer,
+    document: str,
+    instruction: str,
+    program: Program | None,
+    subline: bool,
+    max_new_tokens: int,
+) -> ProgramEdit:
+    """Everything before the first chunk, refused with ``ContextTooLongError`` when it
+    cannot fit the model's context (:mod:`cad.engine.context`). Tokenizes the document and
+    follows a given program: CPU work the caller runs off the event loop."""
+    checked = _check(tokens, document, instruction, program, subline, max_new_tokens)
+    doc = checked.document
+    lines = LineTokens.of(tokens.tokenizer, tokens.index, doc, checked.document_tokens)
+    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=checked.subline, lines=lines)
+    tape.stats.prefill_tokens = len(checked.prompt)
     widths = tuple(len(line) for line in doc.lines)
-    return ProgramEdit(tape, prompt, budget, widths, subline, target)
+    return ProgramEdit(
+        tape, checked.prompt, checked.budget, widths, checked.subline, checked.target
+    )
+
+
+def plan_forced_edit(
+    tokens: EditTokenizer,
+    document: str,
+    instruction: str,
+    program: Program,
+    subline: bool,
+    max_new_tokens: int,
+    config: DraftConfig,
+) -> ForcedEdit:
+    """:func:`plan_program_edit` for a given program followed through drafts: the native
+    tape and the drafter with ``config``'s program prior, as ``cad edit`` builds them."""
+    checked = _check(tokens, document, instruction, program, subline, max_new_tokens)
+    doc, index = checked.document, tokens.index
+    assert checked.target is not None
+    lines = LineTokens.of(tokens.tokenizer, index, doc, checked.document_tokens)
+    source = token_source(tokens.encode, doc, literal_tokens(index), lines)
+    tape = NativeTape(index, doc, source, subline=checked.subline)
+    tape.stats.prefill_tokens = len(checked.prompt)
+    drafter = ProgramDrafter(
+        index,
+        tokens.encode,
+        doc,
+        subline=checked.subline,
+        prior=config.program,
+        source=source,
+        document_tokens=checked.document_tokens,
+    )
+    widths = tuple(len(line) for line in doc.lines)
+    return ForcedEdit(
+        tape, drafter, checked.prompt, checked.budget, widths, checked.subline, checked.target
+    )
 
 
 async def decode_program(
@@ -170,23 +255,45 @@ async def decode_program(
     program: Program | None = None,
     subline: bool = False,
     max_new_tokens: int = 2048,
+    config: DraftConfig | None = None,
+    draft_budget: int | None = None,
     on_progress: ProgressCallback | None = None,
     edit_id: str | None = None,
 ) -> DecodeResult:
     """Decode an edit program for ``document`` through ``session``; resolve it.
 
     With ``program`` the engine follows it (forced-program mode: every forward still runs,
-    the processor takes each decision from the program). Each chunk fits the room the
-    session has left in the model's context; where the next one cannot, the program is closed
-    as spent (``stats.truncated``). Tokenizing and the tape's work run in a thread, so the
-    event loop stays free for other edits."""
+    the processor takes each decision from the program), through draft trees priced with
+    ``config`` (default: the shipped accelerator configuration) of ``draft_budget`` tokens
+    (default: ``config``'s program budget; 0: one decision per forward), as ``cad edit``
+    drafts with the same configuration. Each chunk fits the room the session has left in the
+    model's context; where the next one cannot, the program is closed as spent
+    (``stats.truncated``). Tokenizing and the tape's work run in a thread, so the event loop
+    stays free for other edits."""
+    edit = edit_id or uuid.uuid4().hex
+    if program is not None:
+        config = config or load_draft_config()
+        budget = config.program_draft_budget if draft_budget is None else draft_budget
+        if budget > 0:
+            return await _decode_forced(
+                tokens,
+                session,
+                document,
+                instruction,
+                program,
+                subline=subline,
+                max_new_tokens=max_new_tokens,
+                config=config,
+                draft_budget=budget,
+                on_progress=on_progress,
+                edit=edit,
+            )
     start = time.perf_counter()
     plan = await asyncio.to_thread(
         plan_program_edit, tokens, document, instruction, program, subline, max_new_tokens
     )
     tape, stats = plan.tape, plan.tape.stats
     window = ContextWindow(tokens.context_length)
-    edit = edit_id or uuid.uuid4().hex
     pending = plan.prompt + await asyncio.to_thread(tape.take_forced)
     first = True
     while not tape.matcher.is_accepting():
@@ -221,6 +328,65 @@ async def decode_program(
             on_progress(tape.progress())
     stats.wall_s = time.perf_counter() - start
     return DecodeResult(tape.resolver.program, tape.resolver.text, stats)
+
+
+async def _decode_forced(
+    tokens: EditTokenizer,
+    session: Session,
+    document: str,
+    instruction: str,
+    program: Program,
+    *,
+    subline: bool,
+    max_new_tokens: int,
+    config: DraftConfig,
+    draft_budget: int,
+    on_progress: ProgressCallback | None,
+    edit: str,
+) -> DecodeResult:
+    """A given program followed through drafts: one chunk per forward of ``cad edit``'s
+    decode of it (:func:`cad.selector.decoder.forced_forwards`), holding what that forward
+    keeps in the cache, its one sample the program's next token (where the program ended
+    inside the chunk, a token that is not used: the chunk's last)."""
+    start = time.perf_counter()
+    plan = await asyncio.to_thread(
+        plan_forced_edit, tokens, document, instruction, program, subline, max_new_tokens, config
+    )
+    tape, stats = plan.tape, plan.tape.stats
+    pending = plan.prompt + await asyncio.to_thread(tape.take_forced)
+    forwards = forced_forwards(
+        tape, plan.drafter, pending, plan.target, budget=draft_budget, limit=plan.budget
+    )
+    window = ContextWindow(tokens.context_length)
+    first = True
+    while (step := await asyncio.to_thread(next, forwards, None)) is not None:
+        fed, following = step
+        if window.room(len(fed)) < 1:  # a given program was checked to fit: never expected
+            raise EngineProtocolError("a forced program's chunk does not fit the model's context")
+        expected = following[0] if following else fed[-1]
+        text = b""  # the processor follows no program FSM for a fixed sample
+        chunk = Chunk(
+            fed, 1, (), ProgramSpec(edit, plan.widths, plan.subline, text, None, expected)
+        )
+        began = time.perf_counter()
+        sampled = await session.run(chunk)
+        elapsed = time.perf_counter() - began
+        if sampled != [expected]:
+            raise EngineProtocolError(
+                f"the engine sampled {sampled} where the program's next token is {expected}: "
+                "is it running the cad logits processor (start it with cad-engine)?"
+            )
+        window.add(len(fed), 1)
+        if first:
+            stats.prefill_s = elapsed
+            first = False
+        else:
+            stats.decode_s += elapsed
+        if on_progress is not None:
+            on_progress(tape.progress())
+    stats.wall_s = time.perf_counter() - start
+    resolved = tape.resolver
+    return DecodeResult(resolved.program, resolved.text, stats)
 
 
 def _take(tape: ProgramTape, sampled: list[int]) -> list[int]:

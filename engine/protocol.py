@@ -22,6 +22,9 @@ MODES = ("program", "rewrite")
 DEFAULT_MAX_NEW_TOKENS = 2048
 MAX_NEW_TOKENS = 2**31 - 1
 """Far beyond any model's context: the engine decides at most what the context leaves."""
+MAX_DRAFT_BUDGET = 4096
+"""The largest draft tree a forced program's forward may grow: drafting is host work that
+grows with it, while what a forward feeds the engine is only the path the program follows."""
 MAX_TEMPERATURE = 2.0
 """The hottest temperature vLLM samples at."""
 MAX_SEED = 2**63 - 1
@@ -65,6 +68,7 @@ class EditRequest:
     lines: tuple[int, int] | None = None
     program: Program | None = None
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    draft_budget: int | None = None
     subline: bool = False
     sampling: Sampling = field(default_factory=Sampling)
     model: str | None = None
@@ -179,6 +183,14 @@ def parse_edit_request(body: Any) -> EditRequest:
             f"{temperature:g} and {top_p:g}"
         )
     seed = _count(body, "seed", 0, 0, MAX_SEED, "an integer")
+    draft_budget = None
+    if body.get("draft_budget") is not None:
+        if program is None:
+            raise bad_request(
+                "'draft_budget' applies to a given 'program' only: free decoding through the "
+                "engine takes one decision per forward; leave it out"
+            )
+        draft_budget = _count(body, "draft_budget", 0, 0, MAX_DRAFT_BUDGET, "a number of tokens")
     return EditRequest(
         document=document,
         instruction=instruction,
@@ -186,6 +198,7 @@ def parse_edit_request(body: Any) -> EditRequest:
         lines=lines,
         program=program,
         max_new_tokens=budget,
+        draft_budget=draft_budget,
         subline=_field(body, "subline", bool, False),
         sampling=Sampling(temperature, top_p, seed),
         model=_text(body, "model", MAX_NAME_BYTES) or None,

@@ -30,7 +30,13 @@ from cad.engine.protocol import EditError, EditRequest, bad_request, splice
 from cad.engine.rewrite_mode import decode_rewrite
 from cad.engine.session import EngineAborted, EngineSession
 from cad.resolver import ProgramError, format_program
-from cad.selector import ContextTooLongError, DecodeResult, Progress
+from cad.selector import (
+    ContextTooLongError,
+    DecodeResult,
+    DraftConfig,
+    Progress,
+    load_draft_config,
+)
 
 ProgressCallback = Callable[[Progress], None]
 
@@ -48,7 +54,8 @@ def processor_loaded(logits_processors: Any) -> bool:
 class EditService:
     """Everything the ``/v1/cad`` routes need: the engine, the tokenizer tables, the models
     and adapters it serves, why it cannot run program mode (``None``: it can), its
-    speculative method and the edit limit."""
+    speculative method, the edit limit, and the draft configuration given programs are
+    followed with (the shipped one for the engine's device, as ``cad edit`` there uses)."""
 
     engine: EngineClient
     tokens: EditTokenizer
@@ -57,6 +64,7 @@ class EditService:
     program_refusal: str | None
     speculative: str | None
     max_edits: int
+    draft_config: DraftConfig
     running: int = 0
 
     @classmethod
@@ -103,6 +111,9 @@ class EditService:
             program_refusal=refusal,
             speculative=method,
             max_edits=limit if limit > 0 else 4 * config.scheduler_config.max_num_seqs,
+            draft_config=load_draft_config(
+                device="cpu" if config.device_config.device_type == "cpu" else None
+            ),
         )
 
     def info(self) -> dict[str, Any]:
@@ -236,6 +247,8 @@ class EditService:
                 program=request.program,
                 subline=request.subline,
                 max_new_tokens=request.max_new_tokens,
+                config=self.draft_config,
+                draft_budget=request.draft_budget,
                 on_progress=on_progress,
                 edit_id=request_id,
             )

@@ -22,13 +22,18 @@ class ProgramSpec:
     """One edit's program state as of the start of a chunk.
 
     ``program`` is the program text accepted so far (bytes: a token may end inside a UTF-8
-    character); ``target`` is the canonical program to follow in forced-program mode."""
+    character); ``target`` is the canonical program to follow in forced-program mode.
+    ``token``, for a forced program followed through drafts, is the token the chunk's one
+    sample must be: the front end has walked the target through its own tape and knows it
+    (where the program ended inside the chunk, the sample is not used), so the processor
+    allows that token alone and consults no program FSM."""
 
     edit: str
     line_widths: tuple[int, ...]
     subline: bool
     program: bytes
     target: bytes | None = None
+    token: int | None = None
 
     def to_args(self) -> dict[str, Any]:
         """``extra_args`` for the chunk's ``SamplingParams``."""
@@ -39,6 +44,7 @@ class ProgramSpec:
                 "subline": self.subline,
                 "program": _encode(self.program),
                 "target": None if self.target is None else _encode(self.target),
+                "token": self.token,
             }
         }
 
@@ -52,12 +58,14 @@ class ProgramSpec:
         try:
             lines = tuple(int(width) for width in raw["lines"])
             target = raw.get("target")
+            token = raw.get("token")
             return cls(
                 edit=str(raw["edit"]),
                 line_widths=lines,
                 subline=bool(raw.get("subline", False)),
                 program=base64.b64decode(raw["program"], validate=True),
                 target=None if target is None else base64.b64decode(target, validate=True),
+                token=None if token is None else int(token),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"extra_args['{KEY}'] is not a program spec ({exc})") from None

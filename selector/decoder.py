@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -66,6 +66,7 @@ __all__ = [
     "accept",
     "decode_forced",
     "draft",
+    "forced_forwards",
     "replay_forced",
     "walk_ahead",
 ]
@@ -374,6 +375,44 @@ def accept(
     return path, []
 
 
+def forced_forwards(
+    tape: NativeTape,
+    drafter: ProgramDrafter,
+    pending: list[int],
+    target: bytes,
+    *,
+    budget: int,
+    limit: int = 1 << 30,
+    clock: Callable[[str], None] | None = None,
+) -> Iterator[tuple[list[int], list[int]]]:
+    """A forced program's decode forward by forward, without a model: for each forward, the
+    tokens it appends to the cache (``pending``, then the drafted tokens the program follows
+    through the tree) and the tokens the next forward starts with (the program's next token
+    first; empty once the program is complete). Acceptance against a forced program needs no
+    logits, so these are exactly the forwards of ``Decoder.edit(..., program=...)``; an
+    engine that runs the model elsewhere feeds them as they come (``cad.engine``). The
+    tape's stats count the forwards after the first (the prompt's) and the drafted tokens;
+    ``limit`` caps the model-decided tokens; ``clock``, when given, is called after each
+    step with its kind (``draft``, ``accept``, then ``forward`` once the caller is done
+    with the forward)."""
+    tree = DraftTree()
+    prefill = True
+    while not tape.finished:
+        draft(tape, drafter, pending, budget, tree)
+        if clock is not None:
+            clock("draft")
+        known = len(pending)
+        path, pending = tape.accept(tree, known, limit, None, target)
+        tape.stats.forwards += not prefill
+        tape.stats.drafted_tokens += len(tree) - known
+        prefill = False
+        if clock is not None:
+            clock("accept")
+        yield tree.tokens[path].tolist(), pending
+        if clock is not None:
+            clock("forward")
+
+
 def replay_forced(
     index: ProgramTokenIndex,
     encode: Callable[[str], list[int]],
@@ -406,23 +445,11 @@ def replay_forced(
         index, encode, doc, subline=subline, prior=prior, source=source, document_tokens=tokens
     )
     target = format_program(program).encode("utf-8")
-    tree = DraftTree()
     pending = [-1] * prompt_tokens + tape.take_forced()
-    prefill = True
     if clock is not None:
         clock("setup")
-    while not tape.finished:
-        draft(tape, drafter, pending, budget, tree)
-        if clock is not None:
-            clock("draft")
-        known = len(pending)
-        _, pending = tape.accept(tree, known, 1 << 30, None, target)
-        tape.stats.forwards += not prefill
-        tape.stats.drafted_tokens += len(tree) - known
-        prefill = False
-        if clock is not None:
-            clock("accept")
-            clock("forward")
+    for _ in forced_forwards(tape, drafter, pending, target, budget=budget, clock=clock):
+        pass
     return tape.stats
 
 

@@ -31,37 +31,60 @@ def forced(before: str, after: str) -> dict:
 
 
 def test_forced_heval_edits_are_exact_and_equal_to_in_process(engine, loaded_engine_model) -> None:
+    """Every edit byte-exact; drafted as ``cad edit`` drafts on the engine's device (the
+    shipped CPU configuration here) and with one decision per forward, the in-process
+    decoder's program, forwards and tokens."""
     pairs = heval_pairs("python")
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda pair: engine.post("/v1/cad/edit", forced(*pair)), pairs))
     assert [status for status, _ in answers] == [200] * len(pairs)
     assert [answer["text"] for _, answer in answers] == [after for _, after in pairs]
-    decoder = Decoder(loaded_engine_model, max_new_tokens=4096, draft_budget=0)
+    drafting = Decoder(loaded_engine_model, max_new_tokens=4096)
+    single = Decoder(loaded_engine_model, max_new_tokens=4096, draft_budget=0)
     for (before, after), (_, answer) in list(zip(pairs, answers, strict=True))[:3]:
-        reference = decoder.edit(before, INSTRUCTION, program=oracle(before, after))
-        assert answer["program"] == format_program(reference.program)
-        for key in (
-            "forwards",
-            "prefill_tokens",
-            "generated_tokens",
-            "forced_tokens",
-            "copied_tokens",
-        ):
-            assert answer["stats"][key] == getattr(reference.stats, key), key
+        undrafted = engine.post("/v1/cad/edit", {**forced(before, after), "draft_budget": 0})[1]
+        for decoder, stats in ((drafting, answer["stats"]), (single, undrafted["stats"])):
+            reference = decoder.edit(before, INSTRUCTION, program=oracle(before, after))
+            assert answer["program"] == format_program(reference.program)
+            for key in (
+                "forwards",
+                "prefill_tokens",
+                "generated_tokens",
+                "forced_tokens",
+                "copied_tokens",
+                "drafted_tokens",
+            ):
+                assert stats[key] == getattr(reference.stats, key), key
+        assert answer["stats"]["forwards"] < undrafted["stats"]["forwards"]
 
 
 def test_engine_steps_are_one_per_forward_and_copies_cost_one(engine) -> None:
+    """vLLM's own step counter advances by the forwards plus the prompt's, drafted or not."""
     before, after = heval_pairs("python")[10]
-    steps = engine.metric(STEPS)
-    status, answer = engine.post("/v1/cad/edit", forced(before, after))
-    assert status == 200 and answer["text"] == after
-    assert engine.metric(STEPS) - steps == answer["stats"]["forwards"] + 1
+    taken = {}
+    for budget in (None, 0):
+        body = (
+            forced(before, after)
+            if budget is None
+            else {**forced(before, after), "draft_budget": 0}
+        )
+        steps = engine.metric(STEPS)
+        status, answer = engine.post("/v1/cad/edit", body)
+        assert status == 200 and answer["text"] == after
+        taken[budget] = engine.metric(STEPS) - steps
+        assert taken[budget] == answer["stats"]["forwards"] + 1
+    assert taken[None] < taken[0]
     document = "".join(f"line {i}\n" for i in range(1, 201))
     program = Program((CopyLines(1, 99), Gen("line one hundred\n"), CopyLines(101, 200)))
     steps = engine.metric(STEPS)
     status, answer = engine.post(
         "/v1/cad/edit",
-        {"document": document, "instruction": "x", "program": format_program(program)},
+        {
+            "document": document,
+            "instruction": "x",
+            "program": format_program(program),
+            "draft_budget": 0,
+        },
     )
     assert answer["text"] == document.replace("line 100\n", "line one hundred\n")
     stats = answer["stats"]
@@ -115,7 +138,7 @@ def test_rewrite_route_writes_the_model_reply(engine) -> None:
 def test_cancelling_aborts_the_request(engine) -> None:
     before = heval_pairs("python")[1][0]
     long_edit = forced(before, before + "value = 1\n" * 400)  # a forward per generated token
-    body = {**long_edit, "max_new_tokens": 4000, "stream": True}
+    body = {**long_edit, "max_new_tokens": 4000, "stream": True, "draft_budget": 0}
     request = urllib.request.Request(
         engine.url + "/v1/cad/edit", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )

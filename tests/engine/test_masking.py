@@ -1,6 +1,6 @@
 """The engine's program masks: a mirror synchronised at every chunk start gives exactly the
-in-process program FSM's masks, forced-program rows allow exactly the program's next token,
-and the batch table follows vLLM's removes, adds and moves."""
+in-process program FSM's masks, forced-program rows allow exactly the program's next token
+(or the token a chunk names), and the batch table follows vLLM's removes, adds and moves."""
 
 from __future__ import annotations
 
@@ -68,6 +68,24 @@ def test_forced_program_rows_allow_only_the_next_program_token(index, qwen2_toke
         mirror.sync(ProgramSpec("edit", widths, False, text, target))
         mirror.fill(bitmask, 0)
         assert unpack_bitmask(bitmask[0], index.vocab_size).nonzero().flatten().tolist() == [token]
+
+
+def test_a_fixed_sample_allows_that_token_alone_and_parks_no_mirror(index) -> None:
+    """A forced program's chunk through drafts names its sample (``ProgramSpec.token``): the
+    row allows exactly it, whatever program text the spec holds, and leaves the edit's parked
+    mirror alone."""
+    masks = BatchMasks(lambda: index, 2)
+    masks.add(0, ProgramSpec("a", (4, 4), False, b'<copy lines="'), [])
+    masks.remove(0)
+    parked = masks.parked["a"]
+    masks.add(0, ProgramSpec("a", (4, 4), False, b"", b"</program>", token=7), [])
+    logits = torch.zeros(1, index.vocab_size)
+    masks.apply(logits)
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [7]
+    masks.remove(0)
+    assert masks.parked["a"] is parked and parked.matcher.text == b'<copy lines="'
+    spec = ProgramSpec("a", (4,), False, b"", None, token=151643)
+    assert ProgramSpec.from_args(spec.to_args()) == spec
 
 
 def test_sync_undoes_tokens_sampled_past_the_chunk(index) -> None:

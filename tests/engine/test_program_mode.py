@@ -16,8 +16,9 @@ from cad.engine.masking import BatchMasks
 from cad.engine.program_mode import Chunk, EditTokenizer, decode_program, in_gen_body
 from cad.grammar import ProgramTokenIndex
 from cad.resolver import CopyLines, Document, Gen, Program, format_program, oracle
-from cad.selector import ContextTooLongError, Decoder, kv
+from cad.selector import ContextTooLongError, Decoder, kv, load_draft_config
 from cad.selector.prompt import program_prompt
+from cad.selector.tape import follow_program
 from tests.conftest import heval_pairs
 
 INSTRUCTION = "Fix the bug."
@@ -94,17 +95,50 @@ def tokens(tiny_qwen) -> EditTokenizer:
 
 
 def test_forced_programs_match_the_in_process_decoder(tiny_qwen, tokens) -> None:
-    """The engine decides one token per step, as the in-process decoder does without drafts."""
+    """Without drafts the engine decides one token per step, as the in-process decoder does
+    with a draft budget of 0."""
     decoder = Decoder(tiny_qwen, max_new_tokens=4096, draft_budget=0)
     for before, after in heval_pairs("python")[:2]:
         program = oracle(before, after)
-        result, session = decode(tiny_qwen, tokens, before, program=program, max_new_tokens=4096)
+        result, session = decode(
+            tiny_qwen, tokens, before, program=program, max_new_tokens=4096, draft_budget=0
+        )
         reference = decoder.edit(before, INSTRUCTION, program=program)
         assert result.text == reference.text == after
         assert result.program == reference.program == program
         for key in ("forwards", "generated_tokens", "forced_tokens", "copied_tokens", "ops"):
             assert getattr(result.stats, key) == getattr(reference.stats, key), key
         assert session.forwards == result.stats.forwards + 1
+
+
+@pytest.mark.parametrize("budget", [None, 16, 96])
+def test_forced_programs_through_drafts_take_cad_edits_forwards(tiny_qwen, tokens, budget) -> None:
+    """A given program followed through draft trees: the in-process decoder's forwards
+    (same budget, the shipped accelerator configuration), one engine forward per chunk, and
+    the cache holding the prompt and the program's tokens in order, never a rejected draft
+    (all of them but the last decision and the literal after it, which no forward needs)."""
+    config = load_draft_config()
+    decoder = Decoder(tiny_qwen, max_new_tokens=4096, config=config, draft_budget=budget)
+    pairs = heval_pairs("python")
+    for before, after in [pairs[0], pairs[7], pairs[20]]:
+        program = oracle(before, after)
+        result, session = decode(
+            tiny_qwen, tokens, before, program=program, max_new_tokens=4096, draft_budget=budget
+        )
+        reference = decoder.edit(before, INSTRUCTION, program=program)
+        assert result.text == reference.text == after
+        assert result.program == reference.program == program
+        stats = result.stats
+        for key in ("forwards", "generated_tokens", "forced_tokens", "copied_tokens", "ops"):
+            assert getattr(stats, key) == getattr(reference.stats, key), key
+        assert stats.drafted_tokens == reference.stats.drafted_tokens
+        assert session.forwards == len(session.chunks) == stats.forwards + 1
+        fed = [token for chunk in session.chunks for token in chunk.tokens]
+        tape = follow_program(tokens.index, tokens.encode, Document(before), program)
+        written = fed[: stats.prefill_tokens] + list(tape.tokens)
+        assert fed == written[: len(fed)] == written[: kv.cache_length(session.cache)]
+        assert 0 < len(written) - len(fed) <= 8
+        assert stats.forwards < stats.generated_tokens  # several decisions per forward
 
 
 def test_free_decoding_matches_the_in_process_decoder(tiny_qwen, tokens) -> None:
@@ -122,7 +156,7 @@ def test_copies_are_one_chunk_and_gen_bodies_decode_inside_one(tiny_qwen, tokens
     before = "".join(f"line {i}\n" for i in range(1, 201))
     body = "a generated line without closing brackets\n"
     program = Program((CopyLines(1, 99), Gen(body), CopyLines(101, 200)))
-    result, session = decode(tiny_qwen, tokens, before, program=program)
+    result, session = decode(tiny_qwen, tokens, before, program=program, draft_budget=0)
     assert result.text == before.replace("line 100\n", body)
     copies = [c for c in session.chunks[1:] if len(c.tokens) > 200]
     assert len(copies) == 2  # each copy's text went in with ONE chunk, i.e. one forward

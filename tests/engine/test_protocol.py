@@ -22,6 +22,7 @@ def test_a_full_request() -> None:
             "range": [2, 3],
             "program": '<copy lines="2-2"/>\n<gen>x\n</gen>\n</program>',
             "max_new_tokens": 64,
+            "draft_budget": 32,
             "subline": True,
             "temperature": 0.5,
             "top_p": 0.9,
@@ -35,6 +36,7 @@ def test_a_full_request() -> None:
     assert request.program is not None and request.program.ops == (CopyLines(2, 2), Gen("x\n"))
     assert request.sampling == Sampling(0.5, 0.9, 7)
     assert (request.max_new_tokens, request.subline, request.stream) == (64, True, True)
+    assert request.draft_budget == 32
     assert (request.model, request.adapter) == ("m", "selector")
     assert request.region() == ("a\n", "b\nc\n", "d\n")
 
@@ -44,6 +46,7 @@ def test_defaults() -> None:
     assert request.mode == "program" and request.lines is None and request.program is None
     assert request.region() == ("", DOCUMENT, "")
     assert request.sampling == Sampling() and not request.stream
+    assert request.draft_budget is None
 
 
 @pytest.mark.parametrize(
@@ -84,6 +87,10 @@ def test_defaults() -> None:
         ({"document": "a\nb\udfff\n", "instruction": "x"}, "surrogate on line 2"),
         ({"document": DOCUMENT, "instruction": "\ud800"}, "'instruction' holds a lone"),
         ({"document": DOCUMENT, "instruction": "x", "mode": "f" * 10**6}, "'mode' is 'fff"),
+        ({"document": DOCUMENT, "instruction": "x", "draft_budget": 8}, "given 'program' only"),
+        ({"document": DOCUMENT, "program": "</program>", "draft_budget": -1}, "'draft_budget'"),
+        ({"document": DOCUMENT, "program": "</program>", "draft_budget": 5000}, "0 to 4096"),
+        ({"document": DOCUMENT, "program": "</program>", "draft_budget": 1.5}, "'draft_budget'"),
     ],
 )
 def test_bad_requests_name_the_field(body, says: str) -> None:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from cad.engine.protocol import EditError, parse_edit_request
+from cad.selector import DraftConfig
 
 pytestmark = pytest.mark.engine
 
@@ -23,7 +24,9 @@ def service(tmp_path):
         base_model_paths=[SimpleNamespace(name="team/coder", model_path=str(tmp_path))],
         lora_requests={"selector": SimpleNamespace(lora_path=str(adapter))},
     )
-    return EditService(None, None, ("team/coder",), models, None, None, max_edits=2)
+    return EditService(
+        None, None, ("team/coder",), models, None, None, max_edits=2, draft_config=DraftConfig()
+    )
 
 
 def request(**fields):
