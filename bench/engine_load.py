@@ -11,7 +11,8 @@ The engine is started here (``--engine-url`` uses a running one instead, serving
 model folder). Rounds interleave the methods; ratios are per round, then summarised. Each row
 also gives the forwards per edit (median and range over every edit of every round): the
 engine follows a given program through the same drafts as the in-process decoder, so the two
-should be equal.
+should be equal; a last row sends the same edits with ``draft_budget`` 0 (one decision per
+forward, as the engine decodes freely).
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ def markdown(result: dict) -> str:
             "engine_concurrent",
             "engine_concurrent_over_in_process",
         ),
+        (
+            "engine (`cad-engine`), one client, one decision per forward (`draft_budget` 0)",
+            1,
+            "engine_single",
+            "engine_single_over_in_process",
+        ),
     )
     for label, clients, key, ratio in rows:
         rate = s[f"{key}_edits_per_s"]
@@ -157,6 +164,7 @@ def main() -> None:
         {"document": e.before, "instruction": e.instruction, "program": format_program(p)}
         for e, p in zip(examples, programs, strict=True)
     ]
+    singles = [{**job, "draft_budget": 0} for job in jobs]
     afters = [e.after for e in examples]
     with tempfile.TemporaryDirectory() as work:
         folder = model_folder(args.model, Path(work))
@@ -175,6 +183,7 @@ def main() -> None:
                         "in_process": in_process_round(decoder, examples, programs),
                         "engine_concurrent": engine_round(url, jobs, afters, args.clients),
                         "engine_serial": engine_round(url, jobs, afters, 1),
+                        "engine_single": engine_round(url, singles, afters, 1),
                     }
                 )
         finally:
@@ -182,10 +191,10 @@ def main() -> None:
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(60)
     summary = {}
-    for key in ("in_process", "engine_concurrent", "engine_serial"):
+    for key in ("in_process", "engine_concurrent", "engine_serial", "engine_single"):
         summary[f"{key}_edits_per_s"] = spread([r[key]["edits_per_s"] for r in rounds])
         summary[f"{key}_forwards"] = spread([f for r in rounds for f in r[key]["forwards"]])
-    for key in ("engine_concurrent", "engine_serial"):
+    for key in ("engine_concurrent", "engine_serial", "engine_single"):
         summary[f"{key}_over_in_process"] = spread(
             [r[key]["edits_per_s"] / r["in_process"]["edits_per_s"] for r in rounds]
         )
