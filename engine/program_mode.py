@@ -148,12 +148,15 @@ class ForcedEdit:
 
 @dataclass
 class _Checked:
-    """What both plans start from: the document, the prompt, the document's tokens and the
-    decision budget, checked against the model's context."""
+    """What both plans start from: the document, the prompt, the document's tokens (whole and
+    by line) and the decision budget, checked against the model's context, and the line widths
+    every chunk tells the processor."""
 
     document: Document
     prompt: list[int]
     document_tokens: DocumentTokens
+    lines: LineTokens
+    widths: tuple[int, ...]
     budget: int
     subline: bool
     target: bytes | None
@@ -188,7 +191,9 @@ def _check(
         )
         target = format_program(program).encode("utf-8")
     document_tokens = DocumentTokens.of(tokens.index, doc, document_ids)
-    return _Checked(doc, prompt, document_tokens, budget, subline, target)
+    lines = LineTokens.of(tokens.tokenizer, tokens.index, doc, document_tokens)
+    widths = tuple(len(line) for line in doc.lines)
+    return _Checked(doc, prompt, document_tokens, lines, widths, budget, subline, target)
 
 
 def plan_program_edit(
@@ -203,13 +208,12 @@ def plan_program_edit(
     cannot fit the model's context (:mod:`cad.engine.context`). Tokenizes the document and
     follows a given program: CPU work the caller runs off the event loop."""
     checked = _check(tokens, document, instruction, program, subline, max_new_tokens)
-    doc = checked.document
-    lines = LineTokens.of(tokens.tokenizer, tokens.index, doc, checked.document_tokens)
-    tape = ProgramTape(tokens.index, tokens.encode, doc, subline=checked.subline, lines=lines)
+    tape = ProgramTape(
+        tokens.index, tokens.encode, checked.document, subline=checked.subline, lines=checked.lines
+    )
     tape.stats.prefill_tokens = len(checked.prompt)
-    widths = tuple(len(line) for line in doc.lines)
     return ProgramEdit(
-        tape, checked.prompt, checked.budget, widths, checked.subline, checked.target
+        tape, checked.prompt, checked.budget, checked.widths, checked.subline, checked.target
     )
 
 
@@ -227,8 +231,7 @@ def plan_forced_edit(
     checked = _check(tokens, document, instruction, program, subline, max_new_tokens)
     doc, index = checked.document, tokens.index
     assert checked.target is not None
-    lines = LineTokens.of(tokens.tokenizer, index, doc, checked.document_tokens)
-    source = token_source(tokens.encode, doc, literal_tokens(index), lines)
+    source = token_source(tokens.encode, doc, literal_tokens(index), checked.lines)
     tape = NativeTape(index, doc, source, subline=checked.subline)
     tape.stats.prefill_tokens = len(checked.prompt)
     drafter = ProgramDrafter(
@@ -240,9 +243,14 @@ def plan_forced_edit(
         source=source,
         document_tokens=checked.document_tokens,
     )
-    widths = tuple(len(line) for line in doc.lines)
     return ForcedEdit(
-        tape, drafter, checked.prompt, checked.budget, widths, checked.subline, checked.target
+        tape,
+        drafter,
+        checked.prompt,
+        checked.budget,
+        checked.widths,
+        checked.subline,
+        checked.target,
     )
 
 
