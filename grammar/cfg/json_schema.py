@@ -227,6 +227,7 @@ class _Translator:
         self.chain = self.writer.chain
         self.dfa_body = self.writer.dfa_body
         self.dfa_keys = self.writer.dfa_keys
+        self.literal_keys = self.writer.literal_keys
 
     def run(self) -> SchemaGrammar:
         self._base_rules()

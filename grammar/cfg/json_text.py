@@ -18,6 +18,8 @@ from functools import lru_cache
 
 from cad.grammar.cfg.char_automata import (
     ACCEPT,
+    ANY,
+    MAX_CODE_POINT,
     Dfa,
     Ranges,
     intersect_ranges,
@@ -274,9 +276,76 @@ class RuleWriter:
         for bit, tag in enumerate(all_tags):
             if reaches[0] >> bit & 1:
                 alive = [m >> bit & 1 == 1 for m in reaches]
-                writer = _TagRules(self, hint, dfa, moves, tag, alive, QUOTE)
+                accepting = [tag in tags for tags in dfa.tags]
+                writer = _TagRules(self, hint, moves, accepting, alive, QUOTE)
                 result[tag] = Sequence((QUOTE, writer.from_state(0)))
         return result
+
+    def literal_keys(
+        self, hint: str, names: list[tuple[str, Hashable]], others: Hashable | None = None
+    ) -> dict[Hashable, Expr]:
+        """``dfa_keys(hint, literal_dfa(names, others))`` for names of distinct tags (an
+        object's declared properties; ``others``: the tag of every other key), written from
+        the names' trie without building the automaton: each name is a straight run, and
+        the other keys' rules follow the trie with its gaps leading to one state that takes
+        any string. The trie is that automaton already minimal (no two of its states hold
+        the same tags), so the rules, their names and their order are the same; a schema's
+        objects spend most of their translation here."""
+        tags = [tag for _, tag in names]
+        if len(set(tags)) != len(tags):
+            raise ValueError("literal_keys needs a tag of its own for every name")
+        children: list[dict[int, int]] = [{}]
+        ends = [False]
+        for text, _ in names:
+            node = 0
+            for char in text:
+                code = ord(char)
+                following = children[node].get(code)
+                if following is None:
+                    following = children[node][code] = len(children)
+                    children.append({})
+                    ends.append(False)
+                node = following
+            ends[node] = True
+        runs = {tag: text for text, tag in names}
+        result: dict[Hashable, Expr] = {}
+        for tag in sorted(tags if others is None else [*tags, others], key=repr):
+            text = runs.get(tag)
+            if text is None:
+                result[tag] = Sequence((QUOTE, self._other_keys(hint, children, ends)))
+            else:
+                chars = [self.char(((code, code),)) for code in map(ord, text)]
+                result[tag] = Sequence((QUOTE, Sequence((*chars, QUOTE))))
+        return result
+
+    def _other_keys(self, hint: str, children: list[dict[int, int]], ends: list[bool]) -> Expr:
+        """The rules of :meth:`literal_keys` for the keys that are no name: every trie node
+        but a name's end accepts, and the code points no child takes lead to ``sink``, which
+        takes anything. Each node's ways are in the order of their first code point. Without
+        names the root is that state."""
+        if len(children) == 1 and not ends[0]:
+            return _TagRules(self, hint, [{0: ANY}], [True], [True], QUOTE).from_state(0)
+        sink = len(children)
+        moves: list[dict[int, Ranges]] = []
+        for node_children in children:
+            row: dict[int, Ranges] = {}
+            gaps: list[tuple[int, int]] = []
+            cursor = 0
+            for code in sorted(node_children):
+                if code > cursor:
+                    gaps.append((cursor, code - 1))
+                    row.setdefault(sink, ())
+                row[node_children[code]] = ((code, code),)
+                cursor = code + 1
+            if cursor <= MAX_CODE_POINT:
+                gaps.append((cursor, MAX_CODE_POINT))
+                row.setdefault(sink, ())
+            row[sink] = tuple(gaps)
+            moves.append(row)
+        moves.append({sink: ANY})
+        accepting = [not end for end in ends] + [True]
+        rules = _TagRules(self, hint, moves, accepting, [True] * (sink + 1), QUOTE)
+        return rules.from_state(0)
 
     def dfa_words(self, hint: str, dfa: Dfa) -> Expr:
         """The strings ``dfa`` accepts written as they are, not quoted (number spellings:
@@ -287,7 +356,8 @@ class RuleWriter:
             return Choice(())
         moves = [_by_target(row) for row in dfa.transitions]
         alive = [mask == 1 for mask in reaches]
-        return _TagRules(self, hint, dfa, moves, ACCEPT, alive, EMPTY).from_state(0)
+        accepting = [ACCEPT in tags for tags in dfa.tags]
+        return _TagRules(self, hint, moves, accepting, alive, EMPTY).from_state(0)
 
 
 class _TagRules:
@@ -298,17 +368,15 @@ class _TagRules:
         self,
         writer: RuleWriter,
         hint: str,
-        dfa: Dfa,
         moves: list[dict[int, Ranges]],
-        tag: Hashable,
+        accepting: list[bool],
         alive: list[bool],
         end: Expr,
     ) -> None:
         self.writer = writer
         self.hint = hint
-        self.dfa = dfa
         self.moves = moves  # per state, the characters leading to each target
-        self.tag = tag
+        self.accepting = accepting  # per state, whether a string of the tag ends there
         self.alive = alive
         self.end = end  # what closes a string: the quote of a key, nothing for a word
         self.names: dict[int, RuleRef] = {}
@@ -325,7 +393,7 @@ class _TagRules:
         while state not in seen:
             seen.add(state)
             ways = self.ways_on(state)
-            accepting = self.tag in self.dfa.tags[state]
+            accepting = self.accepting[state]
             if accepting and not ways:
                 parts.append(self.end)
                 return Sequence(tuple(parts))
@@ -345,7 +413,7 @@ class _TagRules:
             Sequence((self.writer.char(ranges), self.from_state(target)))
             for ranges, target in self.ways_on(state)
         ]
-        if self.tag in self.dfa.tags[state]:
+        if self.accepting[state]:
             options.append(self.end)
         self.writer.define(found.name, options)
         return found

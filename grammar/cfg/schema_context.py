@@ -126,6 +126,13 @@ class SchemaContext(Protocol):
         """A tagged DFA's quoted strings per tag."""
         ...
 
+    def literal_keys(
+        self, hint: str, names: list[tuple[str, Hashable]], others: Hashable | None = None
+    ) -> dict[Hashable, Expr]:
+        """Quoted names per tag, and every other key under ``others`` (see
+        ``RuleWriter.literal_keys``)."""
+        ...
+
     def value_expr(self, schemas: list[Any]) -> Expr:
         """A JSON value valid against every schema in ``schemas``."""
         ...

@@ -305,7 +305,7 @@ class ObjectBuilder:
         found = self.ctx.cache.get(cache_key)
         if found is None:
             region = None if closed else ("region", frozenset())
-            found = self.ctx.cache[cache_key] = self.ctx.dfa_keys("key", literal_dfa(names, region))
+            found = self.ctx.cache[cache_key] = self.ctx.literal_keys("key", names, region)
         return found
 
     def _extra_keys(self) -> Dfa | None:
