@@ -24,7 +24,6 @@ from cad.grammar.cfg.json_schema import (
     DEFAULT_MAX_WHITESPACE,
     SchemaOptions,
     load_schema_text,
-    schema_length,
     translate_schema,
 )
 from cad.grammar.cfg.lowering import lower_and_simplify
@@ -229,7 +228,7 @@ def _front_end(
         translated = translate_schema(schema, options)
         rules = translated.rules
         details["ignored_keywords"] = translated.ignored
-        length = len(source) if isinstance(source, str) else schema_length(schema)
+        length = len(source) if isinstance(source, str) else translated.length
     else:
         raise GrammarError(f"unknown grammar format {format!r}")
     try:

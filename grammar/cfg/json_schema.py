@@ -86,10 +86,12 @@ class SchemaOptions:
 
 @dataclass(frozen=True)
 class SchemaGrammar:
-    """The rules of a schema and the keywords that were ignored to build them."""
+    """The rules of a schema, the keywords that were ignored to build them, and the schema's
+    size as :func:`schema_length` measures it (the lowering's symbol budget follows it)."""
 
     rules: RuleSet
     ignored: tuple[str, ...]
+    length: int
 
 
 def load_schema_text(text: str) -> Any:
@@ -178,9 +180,9 @@ def translate_schema(schema: Any, options: SchemaOptions | None = None) -> Schem
     """Translate a schema; also report which unsupported keywords were ignored. A schema
     nested deeper than ``MAX_SCHEMA_DEPTH`` or with numbers out of bounds is refused first
     (see :func:`schema_length`)."""
-    schema_length(schema)
+    length = schema_length(schema)
     try:
-        return _Translator(schema, options or SchemaOptions()).run()
+        return _Translator(schema, options or SchemaOptions()).run(length)
     except RecursionError:  # a recursion the depth limits do not count: still one error
         raise GrammarError(_too_deep()) from None
 
@@ -229,12 +231,12 @@ class _Translator:
         self.dfa_keys = self.writer.dfa_keys
         self.literal_keys = self.writer.literal_keys
 
-    def run(self) -> SchemaGrammar:
+    def run(self, length: int) -> SchemaGrammar:
         self._base_rules()
         value = self.value_expr([self.root])
         outer = Repeat(CharClass(WHITESPACE_CHARS), 0, None) if self.options.file else self.ws
         self.rules["root"] = Sequence((outer, value, outer))
-        return SchemaGrammar(RuleSet(self.rules, "root"), tuple(sorted(self.ignored)))
+        return SchemaGrammar(RuleSet(self.rules, "root"), tuple(sorted(self.ignored)), length)
 
     # ------------------------------------------------------------ services (SchemaContext)
 
