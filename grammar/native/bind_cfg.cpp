@@ -25,13 +25,14 @@ namespace {
 // Throws std::invalid_argument unless every symbol of ``grammar`` names a rule or terminal.
 void check_grammar(const cfg::Grammar& grammar) {
     const int32_t nonterminals = static_cast<int32_t>(grammar.names.size());
-    if (grammar.lhs.size() != grammar.rhs.size() || grammar.start < 0 || grammar.start >= nonterminals) {
+    if (grammar.lhs.size() + 1 != grammar.rhs_begin.size() || grammar.start < 0 || grammar.start >= nonterminals) {
         throw std::invalid_argument("malformed grammar");
     }
     const int32_t terminal_count = static_cast<int32_t>(grammar.terminals.size());
     for (size_t p = 0; p < grammar.lhs.size(); ++p) {
         if (grammar.lhs[p] < 0 || grammar.lhs[p] >= nonterminals) throw std::invalid_argument("malformed grammar");
-        for (int32_t symbol : grammar.rhs[p]) {
+        for (int32_t i = 0; i < grammar.rhs_length(p); ++i) {
+            const int32_t symbol = grammar.rhs(p)[i];
             if (symbol >= nonterminals || (symbol < 0 && cfg::terminal_index(symbol) >= terminal_count)) {
                 throw std::invalid_argument("malformed grammar");
             }
@@ -129,10 +130,12 @@ void bind_cfg(py::module_& m) {
         [](std::vector<std::string> names, std::vector<int32_t> lhs,
            std::vector<std::vector<int32_t>> rhs, const std::vector<py::bytes>& terminals,
            int32_t start, std::shared_ptr<const TokenTrie> trie, const std::string& engine) {
+            if (lhs.size() != rhs.size()) throw std::invalid_argument("malformed grammar");
             cfg::Grammar grammar;
             grammar.names = std::move(names);
-            grammar.lhs = std::move(lhs);
-            grammar.rhs = std::move(rhs);
+            for (size_t p = 0; p < lhs.size(); ++p) {
+                grammar.add_production(lhs[p], rhs[p].data(), rhs[p].data() + rhs[p].size());
+            }
             grammar.start = start;
             for (const py::bytes& terminal : terminals) {
                 const std::string packed = terminal;

@@ -7,7 +7,6 @@
 #include <memory>
 #include <cstring>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cfg_lowering.h"
@@ -108,14 +107,14 @@ class ExprReader {
             std::string name = text_of(key);
             if (name == start) {
                 exprs[0] = value;
+                rule_ids_[key] = py::int_(0);
             } else {
+                rule_ids_[key] = py::int_(exprs.size());
                 out_.names.push_back(std::move(name));
                 exprs.push_back(value);
             }
         }
         if (exprs[0] == nullptr) throw py::key_error(start);
-        rule_ids_.reserve(out_.names.size());
-        for (size_t id = 0; id < out_.names.size(); ++id) rule_ids_.emplace(out_.names[id], static_cast<int32_t>(id));
         for (PyObject* expr : exprs) out_.roots.push_back(read(expr));
     }
 
@@ -181,11 +180,14 @@ class ExprReader {
             }
             node.end = static_cast<int32_t>(out_.ranges.size());
         } else if (type == rule_ref_) {
-            const std::string rule = text_of(attribute(object, name.name).ptr());
-            const auto found = rule_ids_.find(rule);
-            if (found == rule_ids_.end()) throw py::key_error(rule);
+            const py::object rule = attribute(object, name.name);
+            PyObject* found = PyDict_GetItemWithError(rule_ids_.ptr(), rule.ptr());
+            if (found == nullptr) {
+                if (PyErr_Occurred()) throw py::error_already_set();
+                throw py::key_error(text_of(rule.ptr()));
+            }
             node.kind = ExprKind::RuleRef;
-            node.target = found->second;
+            node.target = static_cast<int32_t>(PyLong_AsLong(found));
         } else if (type == sequence_ || type == choice_) {
             node.kind = type == sequence_ ? ExprKind::Sequence : ExprKind::Choice;
             const py::tuple items = tuple_of(attribute(object, type == sequence_ ? name.parts : name.options));
@@ -221,7 +223,7 @@ class ExprReader {
     std::vector<std::pair<PyObject*, int32_t>> seen_ =
         std::vector<std::pair<PyObject*, int32_t>>(1024, {nullptr, 0});  // object -> node
     std::vector<int32_t> pending_;  // children read, not yet moved to their parent's range
-    std::unordered_map<std::string, int32_t> rule_ids_;
+    py::dict rule_ids_;  // rule name (str) -> id: RuleRef names are looked up by their hash
 };
 
 }  // namespace
@@ -240,8 +242,8 @@ void bind_lowering(py::module_& m) {
             [](const cfg::Grammar& grammar) {
                 py::list productions(grammar.lhs.size());
                 for (size_t p = 0; p < grammar.lhs.size(); ++p) {
-                    py::tuple rhs(grammar.rhs[p].size());
-                    for (size_t i = 0; i < grammar.rhs[p].size(); ++i) rhs[i] = py::int_(grammar.rhs[p][i]);
+                    py::tuple rhs(grammar.rhs_length(p));
+                    for (int32_t i = 0; i < grammar.rhs_length(p); ++i) rhs[i] = py::int_(grammar.rhs(p)[i]);
                     productions[p] = py::make_tuple(grammar.lhs[p], std::move(rhs));
                 }
                 return productions;
@@ -265,7 +267,7 @@ void bind_lowering(py::module_& m) {
             RuleExprs exprs;
             ExprReader(exprs).read_rules(rules, start);
             py::gil_scoped_release release;
-            return std::make_shared<cfg::Grammar>(cfg::lower_and_simplify(exprs, max_symbols));
+            return std::make_shared<cfg::Grammar>(cfg::lower_and_simplify(std::move(exprs), max_symbols));
         },
         py::arg("rules"), py::arg("start"), py::arg("max_symbols"),
         "Lower named syntax-tree expressions (``start`` first) into a byte-level grammar with "

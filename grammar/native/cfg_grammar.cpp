@@ -1,5 +1,7 @@
 #include "cfg_grammar.h"
 
+#include <utility>
+
 
 namespace cad::cfg {
 
@@ -39,30 +41,40 @@ ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
 ItemCores::ItemCores(const Grammar& grammar) {
     const int32_t augmented_start = static_cast<int32_t>(grammar.names.size());
     nonterminal_count = augmented_start + 1;
-    std::vector<std::vector<int32_t>> bodies = grammar.rhs;
+    const size_t productions = grammar.production_count() + 1;  // and S' ::= S
     production_lhs = grammar.lhs;
-    bodies.push_back({grammar.start});
     production_lhs.push_back(augmented_start);
+    const auto body = [&](size_t p) -> std::pair<const int32_t*, int32_t> {
+        if (p < grammar.production_count()) return {grammar.rhs(p), grammar.rhs_length(p)};
+        return {&grammar.start, 1};
+    };
     first_cores.resize(nonterminal_count);
-    for (size_t p = 0; p < bodies.size(); ++p) {
+    production_length.reserve(productions);
+    const size_t cores = grammar.symbols.size() + 2 * productions;
+    next_symbol.reserve(cores);
+    lhs.reserve(cores);
+    production_of.reserve(cores);
+    for (size_t p = 0; p < productions; ++p) {
+        const auto [symbols, length] = body(p);
         const int32_t offset = static_cast<int32_t>(next_symbol.size());
         first_cores[production_lhs[p]].push_back(offset);
-        production_length.push_back(static_cast<int32_t>(bodies[p].size()));
-        for (size_t dot = 0; dot <= bodies[p].size(); ++dot) {
-            next_symbol.push_back(dot < bodies[p].size() ? bodies[p][dot] : kComplete);
+        production_length.push_back(length);
+        for (int32_t dot = 0; dot <= length; ++dot) {
+            next_symbol.push_back(dot < length ? symbols[dot] : kComplete);
             lhs.push_back(production_lhs[p]);
             production_of.push_back(static_cast<int32_t>(p));
         }
-        if (p + 1 == bodies.size()) start_core = offset;
+        if (p + 1 == productions) start_core = offset;
     }
     accept_core = start_core + 1;
     nullable.assign(nonterminal_count, false);
     for (bool changed = true; changed;) {
         changed = false;
-        for (size_t p = 0; p < bodies.size(); ++p) {
+        for (size_t p = 0; p < productions; ++p) {
             if (nullable[production_lhs[p]]) continue;
+            const auto [symbols, length] = body(p);
             bool all = true;
-            for (int32_t symbol : bodies[p]) all = all && symbol >= 0 && nullable[symbol];
+            for (int32_t i = 0; all && i < length; ++i) all = symbols[i] >= 0 && nullable[symbols[i]];
             if (all) nullable[production_lhs[p]] = changed = true;
         }
     }

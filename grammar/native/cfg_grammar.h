@@ -15,12 +15,24 @@ using ByteClass = std::array<uint64_t, 4>;
 inline bool class_has(const ByteClass& bytes, int byte) { return bytes[byte >> 6] >> (byte & 63) & 1; }
 
 // Symbols are ints: >= 0 a nonterminal, < 0 the terminal -(symbol + 1) (one byte of a class).
+// Productions are flat: production p is ``lhs[p] ::= symbols[rhs_begin[p] .. rhs_begin[p + 1])``,
+// so a grammar of thousands of productions is a few arrays, not a vector per production.
 struct Grammar {
     std::vector<std::string> names;  // one per nonterminal
     std::vector<int32_t> lhs;        // one per production
-    std::vector<std::vector<int32_t>> rhs;
+    std::vector<int32_t> rhs_begin{0};
+    std::vector<int32_t> symbols;
     std::vector<ByteClass> terminals;
     int32_t start = 0;
+
+    size_t production_count() const { return lhs.size(); }
+    const int32_t* rhs(size_t p) const { return symbols.data() + rhs_begin[p]; }
+    int32_t rhs_length(size_t p) const { return rhs_begin[p + 1] - rhs_begin[p]; }
+    void add_production(int32_t head, const int32_t* first, const int32_t* last) {
+        lhs.push_back(head);
+        symbols.insert(symbols.end(), first, last);
+        rhs_begin.push_back(static_cast<int32_t>(symbols.size()));
+    }
 };
 
 inline int32_t terminal_index(int32_t symbol) { return -symbol - 1; }

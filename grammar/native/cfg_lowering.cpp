@@ -152,10 +152,11 @@ constexpr int32_t kFewOptions = 8;
 
 class Lowering {
    public:
-    Lowering(const RuleExprs& rules, int64_t max_symbols)
-        : rules_(rules), max_symbols_(max_symbols), char_classes_(rules.nodes.size()),
-          char_class_done_(rules.nodes.size(), false) {
-        grammar_.names = rules.names;
+    // Takes the rules' names for the grammar's first nonterminals; reads the rest of ``rules``.
+    Lowering(RuleExprs& rules, int64_t max_symbols)
+        : rules_(rules), max_symbols_(max_symbols), class_symbol_(rules.nodes.size(), kUnlowered),
+          class_symbols_(rules.nodes.size()) {
+        grammar_.names = std::move(rules.names);
         single_byte_.fill(-1);
     }
 
@@ -190,9 +191,8 @@ class Lowering {
         return digits;
     }
 
-    void add_production(int32_t lhs, Symbols rhs) {
-        grammar_.lhs.push_back(lhs);
-        grammar_.rhs.push_back(std::move(rhs));
+    void add_production(int32_t lhs, const Symbols& rhs) {
+        grammar_.add_production(lhs, rhs.data(), rhs.data() + rhs.size());
     }
 
     int32_t terminal(const ByteClass& bytes) {
@@ -236,7 +236,7 @@ class Lowering {
             add_production(nonterminal, at_least_one ? body : Symbols{});
             Symbols recursive{nonterminal};
             recursive.insert(recursive.end(), body.begin(), body.end());
-            add_production(nonterminal, std::move(recursive));
+            add_production(nonterminal, recursive);
         }
         return found->second;
     }
@@ -257,11 +257,9 @@ class Lowering {
                     out.push_back(byte_terminal(static_cast<uint8_t>(rules_.text[at])));
                 }
                 return;
-            case ExprKind::CharClass: {
-                const Symbols& symbols = char_class(node);
-                out.insert(out.end(), symbols.begin(), symbols.end());
+            case ExprKind::CharClass:
+                char_class(node, out);
                 return;
-            }
             case ExprKind::RuleRef:
                 out.push_back(expr.target);
                 return;
@@ -320,10 +318,25 @@ class Lowering {
         out.insert(out.end(), tail.begin(), tail.end());
     }
 
-    // A character class's symbols, lowered once per node (``_Lowering.lower_char_class``).
-    const Symbols& char_class(int32_t node) {
-        if (char_class_done_[node]) return char_classes_[node];
+    // Appends a character class's symbols, lowered once per node
+    // (``_Lowering.lower_char_class``). Most lower to one symbol, kept in ``class_symbol_``;
+    // the others' symbols are in ``class_symbols_``.
+    void char_class(int32_t node, Symbols& out) {
+        int32_t& symbol = class_symbol_[node];
+        if (symbol == kUnlowered) symbol = lower_char_class(node);
+        if (symbol != kSeveral) {
+            out.push_back(symbol);
+        } else {
+            const Symbols& symbols = class_symbols_[node];
+            out.insert(out.end(), symbols.begin(), symbols.end());
+        }
+    }
+
+    // The class's one symbol, or kSeveral with its symbols stored.
+    int32_t lower_char_class(int32_t node) {
         const ExprNode& expr = rules_.nodes[node];
+        const int32_t ascii = ascii_class(expr);
+        if (ascii != kUnlowered) return ascii;
         std::vector<Range> ranges(rules_.ranges.begin() + expr.begin, rules_.ranges.begin() + expr.end);
         if (expr.negated) ranges = complement(ranges);
         std::vector<ByteRanges> sequences;
@@ -343,18 +356,30 @@ class Lowering {
             alternatives.push_back(std::move(alternative));
         }
         if (any_single) alternatives.insert(alternatives.begin(), Symbols{terminal(single_byte)});
-        Symbols result;
-        if (alternatives.empty()) {
-            result = {helper({}, "never")};
-        } else if (alternatives.size() == 1) {
-            result = std::move(alternatives[0]);
-        } else {
-            result = {helper(alternatives, "char")};
-        }
-        char_class_done_[node] = true;
-        char_classes_[node] = std::move(result);
-        return char_classes_[node];
+        if (alternatives.empty()) return helper({}, "never");
+        if (alternatives.size() > 1) return helper(alternatives, "char");
+        if (alternatives[0].size() == 1) return alternatives[0][0];
+        class_symbols_[node] = std::move(alternatives[0]);
+        return kSeveral;
     }
+
+    // Most classes of a JSON grammar are a few ASCII ranges: one byte each, so the general
+    // path would give one terminal of their bytes. Taken directly, without its vectors;
+    // kUnlowered for any other class.
+    int32_t ascii_class(const ExprNode& expr) {
+        if (expr.negated || expr.begin == expr.end) return kUnlowered;
+        ByteClass bytes{};
+        for (int32_t at = expr.begin; at < expr.end; ++at) {
+            const auto [low, high] = rules_.ranges[at];
+            if (high > 0x7F) return kUnlowered;
+            const ByteClass range = range_class(low, high);
+            for (int word = 0; word < 4; ++word) bytes[word] |= range[word];
+        }
+        return terminal(bytes);
+    }
+
+    static constexpr int32_t kUnlowered = INT32_MIN;  // no symbol is this negative
+    static constexpr int32_t kSeveral = INT32_MIN + 1;
 
     const RuleExprs& rules_;
     const int64_t max_symbols_;
@@ -364,90 +389,56 @@ class Lowering {
     std::array<int32_t, 256> single_byte_{};
     std::unordered_map<Symbols, int32_t, SymbolsHash> helpers_;
     Symbols key_;  // the key of the helper being looked up, its buffer reused
-    std::vector<Symbols> char_classes_;
-    std::vector<bool> char_class_done_;
+    std::vector<int32_t> class_symbol_;   // per node: its class's one symbol, or a sentinel
+    std::vector<Symbols> class_symbols_;  // per node: the symbols of a class of several
 };
-
-// A grammar's productions in flat form: production p is ``lhs[p] ::= symbols[begin[p] ..
-// begin[p + 1])``. Simplification reads and rebuilds this form, so a round allocates a few
-// arrays rather than a vector per production.
-struct FlatGrammar {
-    std::vector<std::string> names;
-    std::vector<ByteClass> terminals;
-    int32_t start = 0;
-    std::vector<int32_t> lhs;
-    std::vector<int32_t> begin{0};
-    std::vector<int32_t> symbols;
-
-    size_t size() const { return lhs.size(); }
-    const int32_t* rhs(size_t p) const { return symbols.data() + begin[p]; }
-    int32_t length(size_t p) const { return begin[p + 1] - begin[p]; }
-};
-
-FlatGrammar flat(Grammar grammar) {
-    FlatGrammar result;
-    result.names = std::move(grammar.names);
-    result.terminals = std::move(grammar.terminals);
-    result.start = grammar.start;
-    result.lhs = std::move(grammar.lhs);
-    result.begin.reserve(result.lhs.size() + 1);
-    for (const Symbols& rhs : grammar.rhs) {
-        result.symbols.insert(result.symbols.end(), rhs.begin(), rhs.end());
-        result.begin.push_back(static_cast<int32_t>(result.symbols.size()));
-    }
-    return result;
-}
-
-Grammar unflat(FlatGrammar grammar) {
-    Grammar result;
-    result.names = std::move(grammar.names);
-    result.terminals = std::move(grammar.terminals);
-    result.start = grammar.start;
-    result.rhs.reserve(grammar.size());
-    for (size_t p = 0; p < grammar.size(); ++p) result.rhs.emplace_back(grammar.rhs(p), grammar.rhs(p) + grammar.length(p));
-    result.lhs = std::move(grammar.lhs);
-    return result;
-}
 
 // Production ``p`` of ``grammar`` as one hash (its left side, then its right side).
-uint64_t production_hash(const FlatGrammar& grammar, size_t p) {
+uint64_t production_hash(const Grammar& grammar, size_t p) {
     uint64_t hash = fnv1a::symbol(fnv1a::kOffsetBasis, static_cast<uint32_t>(grammar.lhs[p]));
-    for (int32_t i = 0; i < grammar.length(p); ++i) hash = fnv1a::symbol(hash, static_cast<uint32_t>(grammar.rhs(p)[i]));
+    for (int32_t i = 0; i < grammar.rhs_length(p); ++i) hash = fnv1a::symbol(hash, static_cast<uint32_t>(grammar.rhs(p)[i]));
     return hash;
 }
 
-bool same_production(const FlatGrammar& grammar, size_t a, size_t b) {
-    return grammar.lhs[a] == grammar.lhs[b] && grammar.length(a) == grammar.length(b) &&
-           std::equal(grammar.rhs(a), grammar.rhs(a) + grammar.length(a), grammar.rhs(b));
+bool same_production(const Grammar& grammar, size_t a, size_t b) {
+    return grammar.lhs[a] == grammar.lhs[b] && grammar.rhs_length(a) == grammar.rhs_length(b) &&
+           std::equal(grammar.rhs(a), grammar.rhs(a) + grammar.rhs_length(a), grammar.rhs(b));
 }
 
-// The productions of ``grammar``, each first occurrence only, as a set of indices.
+// The productions of ``grammar``, each first occurrence only, as a set of indices: open
+// addressing over production indices, so an insertion allocates nothing.
 class ProductionSet {
    public:
-    explicit ProductionSet(const FlatGrammar& grammar)
-        : grammar_(grammar), set_(grammar.size() * 2 + 1, Hash{&grammar}, Equal{&grammar}) {}
+    // A set of at most ``most`` productions of ``grammar`` (which may still be growing).
+    ProductionSet(const Grammar& grammar, size_t most) : grammar_(grammar) {
+        size_t capacity = 16;
+        while (capacity < 2 * most) capacity *= 2;
+        slots_.assign(capacity, -1);
+    }
 
-    // False when an equal production is in already.
-    bool insert(size_t p) { return set_.insert(static_cast<int32_t>(p)).second; }
+    // False when an equal production is in already. At most half the slots are ever taken.
+    bool insert(size_t p) {
+        const size_t mask = slots_.size() - 1;
+        for (size_t at = static_cast<size_t>(production_hash(grammar_, p)) & mask;; at = (at + 1) & mask) {
+            const int32_t held = slots_[at];
+            if (held < 0) {
+                slots_[at] = static_cast<int32_t>(p);
+                return true;
+            }
+            if (same_production(grammar_, static_cast<size_t>(held), p)) return false;
+        }
+    }
 
    private:
-    struct Hash {
-        const FlatGrammar* grammar;
-        size_t operator()(int32_t p) const { return static_cast<size_t>(production_hash(*grammar, p)); }
-    };
-    struct Equal {
-        const FlatGrammar* grammar;
-        bool operator()(int32_t a, int32_t b) const { return same_production(*grammar, a, b); }
-    };
-    const FlatGrammar& grammar_;
-    std::unordered_set<int32_t, Hash, Equal> set_;
+    const Grammar& grammar_;
+    std::vector<int32_t> slots_;
 };
 
 // Which nonterminals derive some string: a production fires once every nonterminal on its
 // right is productive (a worklist, linear in the grammar's size).
-std::vector<char> productive(const FlatGrammar& grammar) {
+std::vector<char> productive(const Grammar& grammar) {
     const size_t nonterminals = grammar.names.size();
-    std::vector<int32_t> waiting(grammar.size(), 0);
+    std::vector<int32_t> waiting(grammar.production_count(), 0);
     std::vector<int32_t> uses_begin(nonterminals + 1, 0);
     for (const int32_t symbol : grammar.symbols) {
         if (symbol >= 0) ++uses_begin[symbol + 1];
@@ -456,8 +447,8 @@ std::vector<char> productive(const FlatGrammar& grammar) {
     std::vector<int32_t> uses(static_cast<size_t>(uses_begin[nonterminals]));
     std::vector<int32_t> filled(uses_begin.begin(), uses_begin.end() - 1);
     std::vector<int32_t> ready;
-    for (size_t p = 0; p < grammar.size(); ++p) {
-        for (int32_t i = 0; i < grammar.length(p); ++i) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
+        for (int32_t i = 0; i < grammar.rhs_length(p); ++i) {
             const int32_t symbol = grammar.rhs(p)[i];
             if (symbol >= 0) {
                 ++waiting[p];
@@ -481,24 +472,25 @@ std::vector<char> productive(const FlatGrammar& grammar) {
 
 // The grammar of the ``kept`` productions with the ``dropped`` nonterminals left out of every
 // right side, over the nonterminals with a production (and the start) and the terminals
-// used, both in their old order, each production once (``transforms._renumber``).
-FlatGrammar renumber(const FlatGrammar& grammar, const std::vector<char>& kept, const std::vector<char>& dropped) {
+// used, both in their old order, each production once (``transforms._renumber``). The names
+// move to the new grammar: ``grammar`` is replaced by it.
+Grammar renumber(Grammar& grammar, const std::vector<char>& kept, const std::vector<char>& dropped) {
     std::vector<int32_t> new_nonterminal(grammar.names.size(), -1);
     std::vector<int32_t> new_terminal(grammar.terminals.size(), -1);
     new_nonterminal[grammar.start] = 0;
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         if (!kept[p]) continue;
         new_nonterminal[grammar.lhs[p]] = 0;
-        for (int32_t i = 0; i < grammar.length(p); ++i) {
+        for (int32_t i = 0; i < grammar.rhs_length(p); ++i) {
             const int32_t symbol = grammar.rhs(p)[i];
             if (symbol < 0) new_terminal[terminal_index(symbol)] = 0;
         }
     }
-    FlatGrammar result;
+    Grammar result;
     for (size_t old = 0; old < new_nonterminal.size(); ++old) {
         if (new_nonterminal[old] < 0) continue;
         new_nonterminal[old] = static_cast<int32_t>(result.names.size());
-        result.names.push_back(grammar.names[old]);
+        result.names.push_back(std::move(grammar.names[old]));
     }
     for (size_t old = 0; old < new_terminal.size(); ++old) {
         if (new_terminal[old] < 0) continue;
@@ -506,24 +498,24 @@ FlatGrammar renumber(const FlatGrammar& grammar, const std::vector<char>& kept, 
         result.terminals.push_back(grammar.terminals[old]);
     }
     result.start = new_nonterminal[grammar.start];
-    result.lhs.reserve(grammar.size());
-    result.begin.reserve(grammar.size() + 1);
+    result.lhs.reserve(grammar.production_count());
+    result.rhs_begin.reserve(grammar.production_count() + 1);
     result.symbols.reserve(grammar.symbols.size());
-    ProductionSet seen(result);
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    ProductionSet seen(result, grammar.production_count());
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         if (!kept[p]) continue;
         result.lhs.push_back(new_nonterminal[grammar.lhs[p]]);
-        for (int32_t i = 0; i < grammar.length(p); ++i) {
+        for (int32_t i = 0; i < grammar.rhs_length(p); ++i) {
             const int32_t symbol = grammar.rhs(p)[i];
             if (symbol >= 0 && dropped[symbol]) continue;
             result.symbols.push_back(symbol >= 0 ? new_nonterminal[symbol]
                                                  : terminal_symbol(new_terminal[terminal_index(symbol)]));
         }
-        result.begin.push_back(static_cast<int32_t>(result.symbols.size()));
-        if (!seen.insert(result.size() - 1)) {
+        result.rhs_begin.push_back(static_cast<int32_t>(result.symbols.size()));
+        if (!seen.insert(result.production_count() - 1)) {
             result.lhs.pop_back();
-            result.begin.pop_back();
-            result.symbols.resize(static_cast<size_t>(result.begin.back()));
+            result.rhs_begin.pop_back();
+            result.symbols.resize(static_cast<size_t>(result.rhs_begin.back()));
         }
     }
     return result;
@@ -531,15 +523,15 @@ FlatGrammar renumber(const FlatGrammar& grammar, const std::vector<char>& kept, 
 
 // Without productions that derive nothing or that the start cannot reach; false when
 // nothing was removed and no production repeats (``transforms._remove_useless``).
-bool remove_useless(FlatGrammar& grammar) {
+bool remove_useless(Grammar& grammar) {
     const std::vector<char> productive_ones = productive(grammar);
     if (!productive_ones[grammar.start]) throw LoweringError("the grammar's start rule derives no string");
     const size_t nonterminals = grammar.names.size();
-    std::vector<char> kept(grammar.size(), 0);
+    std::vector<char> kept(grammar.production_count(), 0);
     std::vector<int32_t> by_lhs_begin(nonterminals + 1, 0);
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         bool keep = productive_ones[grammar.lhs[p]];
-        for (int32_t i = 0; keep && i < grammar.length(p); ++i) {
+        for (int32_t i = 0; keep && i < grammar.rhs_length(p); ++i) {
             const int32_t symbol = grammar.rhs(p)[i];
             keep = symbol < 0 || productive_ones[symbol];
         }
@@ -549,7 +541,7 @@ bool remove_useless(FlatGrammar& grammar) {
     for (size_t n = 0; n < nonterminals; ++n) by_lhs_begin[n + 1] += by_lhs_begin[n];
     std::vector<int32_t> by_lhs(static_cast<size_t>(by_lhs_begin[nonterminals]));
     std::vector<int32_t> filled(by_lhs_begin.begin(), by_lhs_begin.end() - 1);
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         if (kept[p]) by_lhs[filled[grammar.lhs[p]]++] = static_cast<int32_t>(p);
     }
     std::vector<char> reachable(nonterminals, 0);
@@ -560,7 +552,7 @@ bool remove_useless(FlatGrammar& grammar) {
         stack.pop_back();
         for (int32_t at = by_lhs_begin[nonterminal]; at < by_lhs_begin[nonterminal + 1]; ++at) {
             const size_t p = static_cast<size_t>(by_lhs[at]);
-            for (int32_t i = 0; i < grammar.length(p); ++i) {
+            for (int32_t i = 0; i < grammar.rhs_length(p); ++i) {
                 const int32_t symbol = grammar.rhs(p)[i];
                 if (symbol >= 0 && !reachable[symbol]) {
                     reachable[symbol] = 1;
@@ -570,14 +562,14 @@ bool remove_useless(FlatGrammar& grammar) {
         }
     }
     bool removed = false;
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         kept[p] = kept[p] && reachable[grammar.lhs[p]];
         removed = removed || !kept[p];
     }
     if (!removed && std::all_of(reachable.begin(), reachable.end(), [](char r) { return r != 0; })) {
-        ProductionSet seen(grammar);
+        ProductionSet seen(grammar, grammar.production_count());
         bool repeated = false;
-        for (size_t p = 0; p < grammar.size() && !repeated; ++p) repeated = !seen.insert(p);
+        for (size_t p = 0; p < grammar.production_count() && !repeated; ++p) repeated = !seen.insert(p);
         if (!repeated) return false;
     }
     grammar = renumber(grammar, kept, std::vector<char>(nonterminals, 0));
@@ -586,11 +578,11 @@ bool remove_useless(FlatGrammar& grammar) {
 
 // Without the nonterminals (other than the start) whose every production is empty, dropped
 // from every right-hand side; false when there are none (``_drop_empty_only_rules``).
-bool drop_empty_only_rules(FlatGrammar& grammar) {
+bool drop_empty_only_rules(Grammar& grammar) {
     std::vector<int8_t> state(grammar.names.size(), -1);  // -1: no production yet
-    for (size_t p = 0; p < grammar.size(); ++p) {
+    for (size_t p = 0; p < grammar.production_count(); ++p) {
         int8_t& empty_only = state[grammar.lhs[p]];
-        empty_only = (empty_only != 0 && grammar.length(p) == 0) ? 1 : 0;
+        empty_only = (empty_only != 0 && grammar.rhs_length(p) == 0) ? 1 : 0;
     }
     state[grammar.start] = 0;
     std::vector<char> dropped(state.size(), 0);
@@ -600,8 +592,8 @@ bool drop_empty_only_rules(FlatGrammar& grammar) {
         any = any || dropped[n];
     }
     if (!any) return false;
-    std::vector<char> kept(grammar.size(), 0);
-    for (size_t p = 0; p < grammar.size(); ++p) kept[p] = !dropped[grammar.lhs[p]];
+    std::vector<char> kept(grammar.production_count(), 0);
+    for (size_t p = 0; p < grammar.production_count(); ++p) kept[p] = !dropped[grammar.lhs[p]];
     grammar = renumber(grammar, kept, dropped);
     return true;
 }
@@ -609,14 +601,13 @@ bool drop_empty_only_rules(FlatGrammar& grammar) {
 }  // namespace
 
 Grammar simplify(Grammar grammar) {
-    FlatGrammar work = flat(std::move(grammar));
     while (true) {
-        remove_useless(work);
-        if (!drop_empty_only_rules(work)) return unflat(std::move(work));
+        remove_useless(grammar);
+        if (!drop_empty_only_rules(grammar)) return grammar;
     }
 }
 
-Grammar lower_and_simplify(const RuleExprs& rules, int64_t max_symbols) {
+Grammar lower_and_simplify(RuleExprs rules, int64_t max_symbols) {
     return simplify(Lowering(rules, max_symbols).run());
 }
 

@@ -54,8 +54,9 @@ class LoweringError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// ``rules`` lowered with at most ``max_symbols`` symbols, then cleaned up.
-Grammar lower_and_simplify(const RuleExprs& rules, int64_t max_symbols);
+// ``rules`` lowered with at most ``max_symbols`` symbols, then cleaned up (the grammar's
+// names are the rules', moved, not copied).
+Grammar lower_and_simplify(RuleExprs rules, int64_t max_symbols);
 
 // ``grammar`` without useless, unreachable and empty-only rules, renumbered; throws
 // LoweringError when the start derives no string.
