@@ -82,7 +82,7 @@ class Builder {
             tail_first_[core] = compute_tail_first(static_cast<int32_t>(core));
         }
         lookahead_.resize(cores_.next_symbol.size());
-        present_.assign(cores_.next_symbol.size(), false);
+        present_.assign(cores_.next_symbol.size(), 0);
     }
 
     LrTables build() {
@@ -99,14 +99,16 @@ class Builder {
         std::vector<Kernel> gotos(nonterminals);
         std::vector<int32_t> shifted;  // atoms and nonterminals whose kernel is not empty
         std::vector<int32_t> moved;
-        std::vector<int32_t> reduces(atom_count);
+        std::vector<int32_t> reduces(atom_count, -1);
+        std::vector<int32_t> reduced;  // the atoms with a reduce in this state
         for (size_t index = 0; index < kernel_begin_.size() - 1; ++index) {
             const std::vector<int32_t>& items = closure(index);
             for (int32_t atom : shifted) shifts[atom].clear();
             for (int32_t symbol : moved) gotos[symbol].clear();
+            for (int32_t atom : reduced) reduces[atom] = -1;
             shifted.clear();
             moved.clear();
-            std::fill(reduces.begin(), reduces.end(), -1);
+            reduced.clear();
             for (int32_t core : items) {
                 const int32_t symbol = cores_.next_symbol[core];
                 const Lookahead& lookahead = lookahead_[core];
@@ -116,6 +118,7 @@ class Builder {
                         if (reduces[atom] >= 0 && reduces[atom] != production) {
                             throw NotLr1(conflict("reduce/reduce", atom, production));
                         }
+                        if (reduces[atom] < 0) reduced.push_back(atom);
                         reduces[atom] = production;
                     });
                 } else if (symbol < 0) {
@@ -135,9 +138,8 @@ class Builder {
             std::sort(moved.begin(), moved.end());
             const size_t action_row = action_.size();
             action_.resize(action_row + static_cast<size_t>(atom_count), kActionError);
-            for (int32_t atom = 0; atom < atom_count; ++atom) {
+            for (int32_t atom : reduced) {
                 const int32_t production = reduces[atom];
-                if (production < 0) continue;
                 action_[action_row + atom] = production == cores_.augmented_production()
                                                  ? kActionAccept
                                                  : kReduceBase - production;
@@ -221,12 +223,12 @@ class Builder {
     // The closure of state ``state``'s kernel: its cores in increasing order, lookaheads in
     // lookahead_ (valid until the next call).
     const std::vector<int32_t>& closure(size_t state) {
-        for (int32_t core : touched_) present_[core] = false;
+        for (int32_t core : touched_) present_[core] = 0;
         touched_.clear();
         agenda_.clear();
         for (uint32_t item = kernel_begin_[state]; item < kernel_begin_[state + 1]; ++item) {
             const auto& [core, lookahead] = kernel_items_[item];
-            present_[core] = true;
+            present_[core] = 1;
             lookahead_[core] = lookahead;
             touched_.push_back(core);
             agenda_.push_back(core);
@@ -240,7 +242,7 @@ class Builder {
             if (tail_first_[core + 1].second) merge(mask, lookahead_[core]);
             for (int32_t child : cores_.first_cores[symbol]) {
                 if (!present_[child]) {
-                    present_[child] = true;
+                    present_[child] = 1;
                     lookahead_[child] = Lookahead{};
                     touched_.push_back(child);
                 }
@@ -317,7 +319,7 @@ class Builder {
     std::vector<std::pair<Lookahead, bool>> tail_first_;
     std::vector<int32_t> production_offsets_;
     std::vector<Lookahead> lookahead_;
-    std::vector<bool> present_;
+    std::vector<uint8_t> present_;  // bytes, not bits: read and written for every closure item
     std::vector<int32_t> touched_;
     std::vector<int32_t> agenda_;
     std::vector<int32_t> items_;
