@@ -48,7 +48,11 @@ ItemCores::ItemCores(const Grammar& grammar) {
         if (p < grammar.production_count()) return {grammar.rhs(p), grammar.rhs_length(p)};
         return {&grammar.start, 1};
     };
-    first_cores.resize(nonterminal_count);
+    first_core_begin.assign(static_cast<size_t>(nonterminal_count) + 1, 0);
+    for (const int32_t head : production_lhs) ++first_core_begin[head + 1];
+    for (int32_t n = 0; n < nonterminal_count; ++n) first_core_begin[n + 1] += first_core_begin[n];
+    first_core_list.resize(productions);
+    std::vector<int32_t> filled(first_core_begin.begin(), first_core_begin.end() - 1);
     production_length.reserve(productions);
     const size_t cores = grammar.symbols.size() + 2 * productions;
     next_symbol.reserve(cores);
@@ -57,7 +61,7 @@ ItemCores::ItemCores(const Grammar& grammar) {
     for (size_t p = 0; p < productions; ++p) {
         const auto [symbols, length] = body(p);
         const int32_t offset = static_cast<int32_t>(next_symbol.size());
-        first_cores[production_lhs[p]].push_back(offset);
+        first_core_list[filled[production_lhs[p]]++] = offset;
         production_length.push_back(length);
         for (int32_t dot = 0; dot <= length; ++dot) {
             next_symbol.push_back(dot < length ? symbols[dot] : kComplete);

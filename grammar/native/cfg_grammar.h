@@ -58,7 +58,10 @@ struct ItemCores {
     std::vector<int32_t> next_symbol;
     std::vector<int32_t> lhs;
     std::vector<int32_t> production_of;
-    std::vector<std::vector<int32_t>> first_cores;  // per nonterminal, augmented start included
+    // Per nonterminal (augmented start included), the first cores of its productions, in
+    // production order: ``first_core_list[first_core_begin[n] .. first_core_begin[n + 1])``.
+    std::vector<int32_t> first_core_begin;
+    std::vector<int32_t> first_core_list;
     std::vector<bool> nullable;                     // per nonterminal, augmented start included
     std::vector<int32_t> production_lhs;            // per production, augmented one last
     std::vector<int32_t> production_length;
@@ -68,6 +71,18 @@ struct ItemCores {
 
     explicit ItemCores(const Grammar& grammar);
     int32_t augmented_production() const { return static_cast<int32_t>(production_lhs.size()) - 1; }
+
+    // The first cores of ``nonterminal``'s productions, for a range-for.
+    struct Cores {
+        const int32_t* first;
+        const int32_t* last;
+        const int32_t* begin() const { return first; }
+        const int32_t* end() const { return last; }
+    };
+    Cores first_cores(int32_t nonterminal) const {
+        const int32_t* list = first_core_list.data();
+        return {list + first_core_begin[nonterminal], list + first_core_begin[nonterminal + 1]};
+    }
 };
 
 }  // namespace cad::cfg

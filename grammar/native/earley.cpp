@@ -253,7 +253,7 @@ class EarleyGrammar final : public CompiledCfg {
                     if (cores_.next_symbol[parent.core] == head) add({parent.core + 1, parent.origin});
                 }
             } else if (symbol >= 0) {
-                for (int32_t predicted : cores_.first_cores[symbol]) add({predicted, here});
+                for (int32_t predicted : cores_.first_cores(symbol)) add({predicted, here});
                 if (cores_.nullable[symbol]) add({item.core + 1, item.origin});
             }
         }

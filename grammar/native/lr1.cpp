@@ -221,7 +221,7 @@ class Builder {
     }
 
     // The closure of state ``state``'s kernel: its cores in increasing order, lookaheads in
-    // lookahead_ (valid until the next call).
+    // lookahead_ (both valid until the next call, which resets the flags of these cores).
     const std::vector<int32_t>& closure(size_t state) {
         for (int32_t core : touched_) present_[core] = 0;
         touched_.clear();
@@ -240,7 +240,7 @@ class Builder {
             if (symbol == kComplete || symbol < 0) continue;
             Lookahead mask = tail_first_[core + 1].first;
             if (tail_first_[core + 1].second) merge(mask, lookahead_[core]);
-            for (int32_t child : cores_.first_cores[symbol]) {
+            for (int32_t child : cores_.first_cores(symbol)) {
                 if (!present_[child]) {
                     present_[child] = 1;
                     lookahead_[child] = Lookahead{};
@@ -249,9 +249,8 @@ class Builder {
                 if (merge(lookahead_[child], mask)) agenda_.push_back(child);
             }
         }
-        items_ = touched_;
-        std::sort(items_.begin(), items_.end());
-        return items_;
+        std::sort(touched_.begin(), touched_.end());
+        return touched_;
     }
 
     // The state of ``kernel`` (sorted in place), a new one if no state has that kernel. States
@@ -322,7 +321,6 @@ class Builder {
     std::vector<uint8_t> present_;  // bytes, not bits: read and written for every closure item
     std::vector<int32_t> touched_;
     std::vector<int32_t> agenda_;
-    std::vector<int32_t> items_;
     // Kernels of all states, flat: state s has items [kernel_begin_[s], kernel_begin_[s + 1]).
     std::vector<std::pair<int32_t, Lookahead>> kernel_items_;
     std::vector<uint32_t> kernel_begin_{0};
