@@ -10,11 +10,18 @@ namespace cad::cfg {
 
 namespace {
 
-using Lookahead = std::array<uint64_t, 5>;  // atoms (at most 256) and end of input
+// A lookahead set: a bit per atom and one for end of input, in as many words as the grammar's
+// atoms need (at most 257 bits; a schema's grammar has about 45 atoms, so one word).
+template <size_t Words>
+using Lookahead = std::array<uint64_t, Words>;
 
-void add(Lookahead& set, int32_t bit) { set[bit >> 6] |= uint64_t{1} << (bit & 63); }
+template <size_t Words>
+void add(Lookahead<Words>& set, int32_t bit) {
+    set[bit >> 6] |= uint64_t{1} << (bit & 63);
+}
 
-bool merge(Lookahead& into, const Lookahead& from) {
+template <size_t Words>
+bool merge(Lookahead<Words>& into, const Lookahead<Words>& from) {
     bool grew = false;
     for (size_t i = 0; i < into.size(); ++i) {
         const uint64_t fresh = from[i] & ~into[i];
@@ -26,16 +33,14 @@ bool merge(Lookahead& into, const Lookahead& from) {
     return grew;
 }
 
-template <class Visit>
-void for_each_bit(const Lookahead& set, Visit visit) {
+template <size_t Words, class Visit>
+void for_each_bit(const Lookahead<Words>& set, Visit visit) {
     for (size_t word = 0; word < set.size(); ++word) {
         for (uint64_t bits = set[word]; bits; bits &= bits - 1) {
             visit(static_cast<int32_t>(word * 64 + __builtin_ctzll(bits)));
         }
     }
 }
-
-using Kernel = std::vector<std::pair<int32_t, Lookahead>>;
 
 std::string python_repr(const std::string& text) {
     const bool single = text.find('\'') == std::string::npos || text.find('"') != std::string::npos;
@@ -68,10 +73,14 @@ std::string byte_repr(uint8_t byte) {
     return "b'" + inner + "'";
 }
 
+template <size_t Words>
 class Builder {
+    using Lookahead = cfg::Lookahead<Words>;
+    using Kernel = std::vector<std::pair<int32_t, Lookahead>>;
+
   public:
-    Builder(const Grammar& grammar, int32_t max_states)
-        : grammar_(grammar), cores_(grammar), atoms_(grammar.terminals), max_states_(max_states) {
+    Builder(const Grammar& grammar, ByteAtoms atoms, int32_t max_states)
+        : grammar_(grammar), cores_(grammar), atoms_(std::move(atoms)), max_states_(max_states) {
         terminal_sets_.resize(grammar.terminals.size());
         for (size_t t = 0; t < grammar.terminals.size(); ++t) {
             for (int32_t atom : atoms_.terminal_atoms[t]) add(terminal_sets_[t], atom);
@@ -334,7 +343,14 @@ class Builder {
 }  // namespace
 
 LrTables build_lr1(const Grammar& grammar, int32_t max_states) {
-    return Builder(grammar, max_states).build();
+    ByteAtoms atoms(grammar.terminals);
+    switch ((atoms.count() + 63) / 64) {
+        case 1: return Builder<1>(grammar, std::move(atoms), max_states).build();
+        case 2: return Builder<2>(grammar, std::move(atoms), max_states).build();
+        case 3: return Builder<3>(grammar, std::move(atoms), max_states).build();
+        case 4: return Builder<4>(grammar, std::move(atoms), max_states).build();
+        default: return Builder<5>(grammar, std::move(atoms), max_states).build();
+    }
 }
 
 }  // namespace cad::cfg

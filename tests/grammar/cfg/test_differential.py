@@ -16,7 +16,7 @@ from cad.grammar.cfg.compiled import MAX_LR_RULES
 from cad.grammar.cfg.dpda import DpdaAutomaton
 from cad.grammar.cfg.earley import EarleyAutomaton
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
-from cad.grammar.cfg.grammar_ir import Grammar, lower
+from cad.grammar.cfg.grammar_ir import Grammar, lower, terminal_symbol
 from cad.grammar.cfg.json_schema import SchemaOptions, schema_to_rules
 from cad.grammar.cfg.lr1 import NotLr1, build_lr1
 from cad.grammar.cfg.token_masks import TransitionTable
@@ -153,6 +153,28 @@ def test_native_lr1_has_the_reference_states(grammar_name: str) -> None:
         except NotLr1:
             continue
         assert compile_grammar(grammar, BYTES, engine="dpda").lr_states == reference
+
+
+@pytest.mark.parametrize("bytes_used", [40, 63, 64, 127, 128, 200, 256])
+def test_native_lr1_over_many_atoms(bytes_used: int) -> None:
+    """Lookahead sets take as many words as the atoms need (one up to 63 atoms and end of
+    input, five for all 256 bytes): grammars on each side of every word boundary build the
+    reference's states and accept the same strings. ``S ::= A S | ε``, ``A ::= b_i b_i+1``
+    over the first ``bytes_used`` bytes, one terminal each."""
+    terminals = [1 << byte for byte in range(bytes_used)]
+    pairs = [
+        (1, (terminal_symbol(i), terminal_symbol((i + 1) % bytes_used))) for i in range(bytes_used)
+    ]
+    grammar = Grammar(["S", "A"], [(0, (1, 0)), (0, ()), *pairs], terminals, 0)
+    compiled = compile_grammar(grammar, BYTES, engine="dpda")
+    assert compiled.lr_states == len(build_lr1(grammar).actions)
+    last = bytes_used - 1
+    assert compiled.accepts(b"")
+    assert compiled.accepts(bytes([last, 0, 0, 1]))
+    assert not compiled.accepts(bytes([last, 1]))
+    assert not compiled.accepts(bytes([0]))
+    if bytes_used < 256:
+        assert not compiled.accepts(bytes([bytes_used, (bytes_used + 1) % 256]))
 
 
 def test_too_many_lr1_states_fall_back_to_earley() -> None:
