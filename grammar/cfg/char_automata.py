@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import Any
 
+from cad.grammar import _native
 from cad.grammar.cfg.errors import GrammarError
 
 Ranges = tuple[tuple[int, int], ...]
@@ -456,19 +457,23 @@ def trim(dfa: Dfa) -> Dfa:
     )
 
 
-MOORE_ROUNDS = 24
-"""Rounds of signature refinement :func:`minimize` tries before partition refinement."""
+Refiner = Callable[[list[list[int]], list[int]], list[int]]
+"""The blocks of the coarsest partition of a table's states (its rows, a dead state's
+last) that keeps the given initial classes apart."""
 
 
-def minimize(dfa: Dfa) -> Dfa:
+def native_blocks(table: list[list[int]], initial: list[int]) -> list[int]:
+    """The native core's Hopcroft refinement (``_native.coarsest_partition``)."""
+    symbols = len(table[0])
+    return _native.coarsest_partition(list(itertools.chain.from_iterable(table)), symbols, initial)
+
+
+def minimize(dfa: Dfa, refine: Refiner = native_blocks) -> Dfa:
     """The minimal equivalent DFA (tags kept apart), numbered breadth-first from the start.
-
-    The automata of schemas are mostly distinguished within a few characters, so rounds of
-    refinement by signature (a state's block and its targets' blocks, computed for every
-    state at once) usually reach the coarsest partition in a handful of rounds; past
-    :data:`MOORE_ROUNDS` (long counted chains) Hopcroft's partition refinement, which is
-    linear-logarithmic whatever the depth, takes over. Both give the same blocks, and the
-    numbering depends on the blocks alone."""
+    The coarsest partition is unique, and the numbering depends on the blocks alone, so any
+    ``refine`` gives the same automaton: the native one by default, :func:`hopcroft_blocks`
+    (Python) as the tests' reference. Hopcroft's refinement is linear-logarithmic whatever
+    the automaton's depth (a negated pattern's products reach thousands of states)."""
     dfa = trim(dfa)
     count = dfa.size
     points = sorted({0} | {p for row in dfa.transitions for lo, hi, _ in row for p in (lo, hi + 1)})
@@ -476,36 +481,25 @@ def minimize(dfa: Dfa) -> Dfa:
     dead = count
     table = [_symbol_row(row, points, dead) for row in dfa.transitions]
     table.append([dead] * len(points))
-    initial: dict[frozenset[Hashable], int] = {}
-    block_of = [initial.setdefault(tags, len(initial)) for tags in (*dfa.tags, frozenset())]
-    blocks = len(initial)
-    for _ in range(MOORE_ROUNDS):
-        signatures: dict[tuple[int, ...], int] = {}
-        refined = [
-            signatures.setdefault(
-                (block_of[state], *map(block_of.__getitem__, row)), len(signatures)
-            )
-            for state, row in enumerate(table)
-        ]
-        if len(signatures) == blocks:
-            return _quotient(dfa, table, points, block_of, dead)
-        block_of, blocks = refined, len(signatures)
-    return _quotient(dfa, table, points, _hopcroft(dfa, table, len(points)), dead)
+    classes: dict[frozenset[Hashable], int] = {}
+    initial = [classes.setdefault(tags, len(classes)) for tags in (*dfa.tags, frozenset())]
+    return _quotient(dfa, table, points, refine(table, initial), dead)
 
 
-def _hopcroft(dfa: Dfa, table: list[list[int]], symbols: int) -> list[int]:
-    """The block of every state (and of the dead state, last) in the coarsest partition that
-    keeps tags apart, by Hopcroft's partition refinement."""
-    count = dfa.size
+def hopcroft_blocks(table: list[list[int]], initial: list[int]) -> list[int]:
+    """The Python form of :func:`native_blocks` (Hopcroft's partition refinement), kept as
+    the reference the native one is tested against."""
+    count = len(table)
+    symbols = len(table[0])
     inverse: list[dict[int, list[int]]] = [{} for _ in range(symbols)]
     for state, row in enumerate(table):
         for symbol, target in enumerate(row):
             inverse[symbol].setdefault(target, []).append(state)
-    initial: dict[frozenset[Hashable], set[int]] = {}
-    for state, tags in enumerate((*dfa.tags, frozenset())):
-        initial.setdefault(tags, set()).add(state)
-    blocks = list(initial.values())
-    block_of = [0] * (count + 1)
+    grouped: dict[int, set[int]] = {}
+    for state, cls in enumerate(initial):
+        grouped.setdefault(cls, set()).add(state)
+    blocks = list(grouped.values())
+    block_of = [0] * count
     for index, block in enumerate(blocks):
         for state in block:
             block_of[state] = index

@@ -1,5 +1,6 @@
-// Binding of the native lowering: reads a ``RuleSet`` of ``cad.grammar.cfg.syntax_tree``
-// expressions once (each distinct object once) and returns the lowered, simplified grammar.
+// Binding of the native front end: the lowering reads a ``RuleSet`` of
+// ``cad.grammar.cfg.syntax_tree`` expressions once (each distinct object once) and returns the
+// lowered, simplified grammar; the partition refinement minimises the translation's automata.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cfg_lowering.h"
+#include "dfa_partition.h"
 
 namespace py = pybind11;
 
@@ -273,6 +275,12 @@ void bind_lowering(py::module_& m) {
         "Lower named syntax-tree expressions (``start`` first) into a byte-level grammar with "
         "at most ``max_symbols`` symbols and clean it up. LoweringError past the budget or when "
         "the start derives nothing.");
+
+    m.def("coarsest_partition", &cfg::coarsest_partition, py::arg("table"), py::arg("symbols"),
+          py::arg("initial"),
+          "The block of every state in the coarsest partition of a DFA's states that keeps the "
+          "``initial`` classes apart: ``table`` is the states' targets, ``symbols`` per state, "
+          "row by row (a missing move goes to a dead state among them). Hopcroft's refinement.");
 }
 
 }  // namespace cad

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cad.grammar.cfg import char_automata
+from cad.grammar import _native
 from cad.grammar.cfg.char_automata import (
     Dfa,
     any_string,
+    hopcroft_blocks,
     intersect,
     intersect_ranges,
     length_dfa,
@@ -133,18 +134,45 @@ def automata(draw: st.DrawFn) -> Dfa:
 
 @settings(max_examples=200, deadline=None)
 @given(automata())
-def test_signature_refinement_gives_hopcrofts_automaton(dfa: Dfa) -> None:
-    """``minimize`` refines by signatures for a few rounds and hands long chains to
-    Hopcroft's refinement; both reach the same blocks, so the automaton is the same as with
-    Hopcroft's alone, and minimising it again changes nothing."""
+def test_native_refinement_gives_the_reference_automaton(dfa: Dfa) -> None:
+    """``minimize`` refines natively; the Python refinement reaches the same blocks, so the
+    automaton is the same, and minimising it again changes nothing."""
     minimal = minimize(dfa)
-    rounds = char_automata.MOORE_ROUNDS
-    try:
-        char_automata.MOORE_ROUNDS = 0
-        assert minimize(dfa) == minimal
-    finally:
-        char_automata.MOORE_ROUNDS = rounds
+    assert minimize(dfa, hopcroft_blocks) == minimal
     assert minimize(minimal) == minimal
+
+
+def same_partition(left: list[int], right: list[int]) -> bool:
+    return all(
+        (left[a] == left[b]) == (right[a] == right[b])
+        for a in range(len(left))
+        for b in range(len(left))
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_native_partition_equals_the_reference(data: st.DataObject) -> None:
+    """Random tables (every target a state, a few symbols, a few initial classes): the
+    native refinement's blocks are the reference's, as a partition."""
+    states = data.draw(st.integers(1, 14))
+    symbols = data.draw(st.integers(1, 4))
+    table = [
+        [data.draw(st.integers(0, states - 1)) for _ in range(symbols)] for _ in range(states)
+    ]
+    initial = [data.draw(st.integers(0, 2)) for _ in range(states)]
+    flat = [target for row in table for target in row]
+    native = _native.coarsest_partition(flat, symbols, initial)
+    assert same_partition(native, hopcroft_blocks(table, initial))
+    for a in range(states):  # blocks never mix the initial classes
+        assert all(initial[a] == initial[b] for b in range(states) if native[a] == native[b])
+
+
+def test_native_partition_refuses_a_malformed_table() -> None:
+    with pytest.raises(ValueError, match="one row of every symbol"):
+        _native.coarsest_partition([0, 0, 0], 2, [0, 0])
+    with pytest.raises(ValueError, match="not a state"):
+        _native.coarsest_partition([0, 5], 1, [0, 1])
 
 
 def test_minimal_and_tagged() -> None:
