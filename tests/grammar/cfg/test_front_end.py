@@ -89,3 +89,30 @@ def test_utf8_sequences_cover_exactly_the_range() -> None:
                     and all(a <= b <= z for (a, z), b in zip(seq, encoded, strict=True))
                     for seq in sequences
                 )
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_front_end_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    """The front end pauses the cyclic collector while it translates, and restores it after
+    a grammar, after an error, and when the caller had it off already."""
+    import gc
+
+    from cad.grammar.cfg.compiled import front_end
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        front_end(
+            {"type": "object", "properties": {"a": {"type": "integer"}}}, format="json-schema"
+        )
+        assert gc.isenabled() is enabled
+        with pytest.raises(GrammarError):
+            front_end(
+                {"type": "object", "minProperties": 2, "maxProperties": 1}, format="json-schema"
+            )
+        assert gc.isenabled() is enabled
+        with pytest.raises(GrammarError):
+            front_end("root ::= (", format="ebnf")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
