@@ -157,9 +157,7 @@ def test_native_partition_equals_the_reference(data: st.DataObject) -> None:
     native refinement's blocks are the reference's, as a partition."""
     states = data.draw(st.integers(1, 14))
     symbols = data.draw(st.integers(1, 4))
-    table = [
-        [data.draw(st.integers(0, states - 1)) for _ in range(symbols)] for _ in range(states)
-    ]
+    table = [[data.draw(st.integers(0, states - 1)) for _ in range(symbols)] for _ in range(states)]
     initial = [data.draw(st.integers(0, 2)) for _ in range(states)]
     flat = [target for row in table for target in row]
     native = _native.coarsest_partition(flat, symbols, initial)
