@@ -340,9 +340,11 @@ def rx_dfa(rx: Rx, *, search: bool = False, tag: Hashable = ACCEPT) -> Dfa:
     return determinize(nfa, [entry, loop], accepting)
 
 
-def literal_dfa(strings: Iterable[tuple[str, Hashable]], others: Hashable | None = None) -> Dfa:
-    """A DFA accepting each string with its tag (a trie, minimised); with ``others``, every
-    other string is accepted too, with that tag."""
+def string_trie(
+    strings: Iterable[tuple[str, Hashable]],
+) -> tuple[list[dict[int, int]], list[set[Hashable]]]:
+    """The trie of ``strings``: per node, its children by code point (a child is always
+    numbered after its parent) and the tags of the strings that end there."""
     children: list[dict[int, int]] = [{}]
     tags: list[set[Hashable]] = [set()]
     for text, tag in strings:
@@ -355,6 +357,13 @@ def literal_dfa(strings: Iterable[tuple[str, Hashable]], others: Hashable | None
                 tags.append(set())
             node = following
         tags[node].add(tag)
+    return children, tags
+
+
+def literal_dfa(strings: Iterable[tuple[str, Hashable]], others: Hashable | None = None) -> Dfa:
+    """A DFA accepting each string with its tag (a trie, minimised); with ``others``, every
+    other string is accepted too, with that tag."""
+    children, tags = string_trie(strings)
     if others is not None:
         for node_tags in tags:
             if not node_tags:

@@ -162,9 +162,10 @@ def _collector_paused() -> Iterator[None]:
     translation builds thousands of short-lived expression objects, all freed by reference
     counting once lowered; with the collector on, each 700 of them start a collection that
     walks the live ones, and now and then a full one walks the whole process (200,000
-    objects, tens of milliseconds, with transformers loaded). Paused, a schema's median translation is
-    about a fifth faster and no full collection lands inside it; whatever cycles it leaves
-    are collected after. The collector's state is restored as it was found."""
+    objects, tens of milliseconds, with transformers loaded). Paused, a schema's median
+    translation is about a fifth faster and no full collection lands inside it; whatever
+    cycles it leaves are collected after. The collector's state is restored as it was
+    found."""
     enabled = gc.isenabled()
     gc.disable()
     try:

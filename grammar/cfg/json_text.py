@@ -24,6 +24,7 @@ from cad.grammar.cfg.char_automata import (
     Ranges,
     intersect_ranges,
     normalize,
+    string_trie,
     subtract_ranges,
 )
 from cad.grammar.cfg.syntax_tree import (
@@ -294,36 +295,24 @@ class RuleWriter:
         tags = [tag for _, tag in names]
         if len(set(tags)) != len(tags):
             raise ValueError("literal_keys needs a tag of its own for every name")
-        children: list[dict[int, int]] = [{}]
-        ends = [False]
-        for text, _ in names:
-            node = 0
-            for char in text:
-                code = ord(char)
-                following = children[node].get(code)
-                if following is None:
-                    following = children[node][code] = len(children)
-                    children.append({})
-                    ends.append(False)
-                node = following
-            ends[node] = True
         runs = {tag: text for text, tag in names}
         result: dict[Hashable, Expr] = {}
         for tag in sorted(tags if others is None else [*tags, others], key=repr):
             text = runs.get(tag)
             if text is None:
-                result[tag] = Sequence((QUOTE, self._other_keys(hint, children, ends)))
+                result[tag] = Sequence((QUOTE, self._other_keys(hint, names)))
             else:
                 chars = [self.char(((code, code),)) for code in map(ord, text)]
                 result[tag] = Sequence((QUOTE, Sequence((*chars, QUOTE))))
         return result
 
-    def _other_keys(self, hint: str, children: list[dict[int, int]], ends: list[bool]) -> Expr:
-        """The rules of :meth:`literal_keys` for the keys that are no name: every trie node
-        but a name's end accepts, and the code points no child takes lead to ``sink``, which
-        takes anything. Each node's ways are in the order of their first code point. Without
-        names the root is that state."""
-        if len(children) == 1 and not ends[0]:
+    def _other_keys(self, hint: str, names: list[tuple[str, Hashable]]) -> Expr:
+        """The rules of :meth:`literal_keys` for the keys that are no name, over the names'
+        trie: every node but a name's end accepts, and the code points no child takes lead to
+        ``sink``, which takes anything. Each node's ways are in the order of their first code
+        point. Without names the root is that state."""
+        children, ending = string_trie(names)
+        if len(children) == 1 and not ending[0]:
             return _TagRules(self, hint, [{0: ANY}], [True], [True], QUOTE).from_state(0)
         sink = len(children)
         moves: list[dict[int, Ranges]] = []
@@ -343,7 +332,7 @@ class RuleWriter:
             row[sink] = tuple(gaps)
             moves.append(row)
         moves.append({sink: ANY})
-        accepting = [not end for end in ends] + [True]
+        accepting = [not tags for tags in ending] + [True]  # a name's end holds its tag
         rules = _TagRules(self, hint, moves, accepting, [True] * (sink + 1), QUOTE)
         return rules.from_state(0)
 
