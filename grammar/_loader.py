@@ -10,7 +10,7 @@ from types import ModuleType
 
 from cad.errors import NativeCoreError
 
-NATIVE_ABI = 6
+NATIVE_ABI = 7
 """The ``ABI_VERSION`` of the compiled core these sources need."""
 
 _FIX = (

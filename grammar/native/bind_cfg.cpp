@@ -160,6 +160,47 @@ void bind_cfg(py::module_& m) {
         py::arg("grammar"), py::arg("trie"), py::arg("engine"),
         "``compile_cfg`` for a grammar the native lowering made, read where it lies.");
 
+    m.def(
+        "lr1_tables",
+        [](std::shared_ptr<const cfg::Grammar> grammar) {
+            const cfg::LrTables tables = [&grammar] {
+                py::gil_scoped_release release;
+                return cfg::build_lr1(*grammar);
+            }();
+            py::list actions;
+            py::list gotos;
+            const int32_t atoms = tables.atoms.count();
+            for (int32_t state = 0; state < tables.states; ++state) {
+                py::dict action;
+                for (int32_t atom = 0; atom < atoms; ++atom) {
+                    const int32_t entry = tables.act(state, atom);
+                    if (entry == cfg::kActionError) continue;
+                    action[py::int_(atom)] = entry == cfg::kActionAccept ? (1 << 30) : entry;
+                }
+                actions.append(action);
+                py::dict row;
+                for (int32_t symbol = 0; symbol < tables.nonterminals; ++symbol) {
+                    const int32_t target = tables.go(state, symbol);
+                    if (target >= 0) row[py::int_(symbol)] = target;
+                }
+                gotos.append(row);
+            }
+            std::vector<int32_t> atom_of_byte(tables.atoms.atom_of_byte.begin(),
+                                              tables.atoms.atom_of_byte.end());
+            py::dict result;
+            result["atom_of_byte"] = py::tuple(py::cast(atom_of_byte));
+            result["end_atom"] = tables.atoms.end_atom;
+            result["actions"] = py::tuple(actions);
+            result["gotos"] = py::tuple(gotos);
+            result["production_lhs"] = py::tuple(py::cast(tables.production_lhs));
+            result["production_length"] = py::tuple(py::cast(tables.production_length));
+            return result;
+        },
+        py::arg("grammar"),
+        "The LR(1) tables ``compile_lowered`` builds for a grammar (LALR(1), else canonical), "
+        "as the fields of ``cad.grammar.cfg.lr1.LrTables``, to inspect and compare them; "
+        "NotLr1 on a conflict in both.");
+
     py::class_<CfgMatcher, NativeMatcher>(m, "CfgMatcher", "A matcher over a compiled grammar.")
         .def(py::init([](std::shared_ptr<CompiledCfg> compiled) { return compiled->matcher(); }),
              py::arg("compiled"))

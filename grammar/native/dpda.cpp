@@ -297,25 +297,38 @@ class DpdaGrammar final : public CompiledCfg {
         return published;
     }
 
-    // The worker: every state's root suffix, in the frontier's order, and the longer suffixes
-    // of those that split, up to kPrecomputeSuffix states, until all are built or the grammar
-    // is dropped. It never publishes a node that would take its masks past ``max_bytes``, and
-    // stops once its masks and its scratch view together reach it (checked after each node).
-    // Between two states it jumps to where a request last built a node itself.
+    // The worker: every state's root suffix, in the frontier's order, then the longer
+    // suffixes of those that split, up to kPrecomputeSuffix states, until all are built or
+    // the grammar is dropped. Roots come first because a split root's longer suffixes are
+    // one per state that can lie below it, and most of them no decode meets: an LALR(1)
+    // state shared by many contexts has dozens. It never publishes a node that would take
+    // its masks past ``max_bytes``, and stops once its masks and its scratch view together
+    // reach it (checked after each node). Between two states it turns to where a request
+    // last built a node itself.
     void precompute(size_t max_bytes) {
         LocalView view;
         LrFrontier frontier(tables_);
+        std::vector<int32_t> split;  // states whose root suffix splits, in the order reached
         while (!worker_.stopping()) {
             const int32_t hint = hint_.exchange(-1, std::memory_order_relaxed);
             if (hint >= 0) frontier.jump_to(hint);
             const int32_t state = frontier.next();
-            if (state < 0 || !precompute_state(state, view, frontier, max_bytes)) return;
+            if (state < 0) break;
+            if (!precompute_state(state, view, frontier, max_bytes, 1)) return;
+            if (!find(nullptr, {state})->mask) split.push_back(state);
+        }
+        for (int32_t state : split) {
+            if (worker_.stopping()) return;
+            const int32_t hint = hint_.exchange(-1, std::memory_order_relaxed);
+            if (hint >= 0 && !precompute_state(hint, view, frontier, max_bytes, kPrecomputeSuffix)) return;
+            if (!precompute_state(state, view, frontier, max_bytes, kPrecomputeSuffix)) return;
         }
     }
 
-    // Build the nodes of ``state``'s suffixes the worker covers (breadth-first by length);
-    // false when the worker is to stop.
-    bool precompute_state(int32_t state, LocalView& view, LrFrontier& frontier, size_t max_bytes) {
+    // Build the nodes of ``state``'s suffixes of at most ``longest`` states that the worker
+    // covers (breadth-first by length); false when the worker is to stop.
+    bool precompute_state(int32_t state, LocalView& view, LrFrontier& frontier, size_t max_bytes,
+                          size_t longest) {
         std::deque<std::pair<SuffixNode*, std::vector<int32_t>>> agenda;
         agenda.push_back({nullptr, {state}});
         while (!agenda.empty()) {
@@ -325,9 +338,13 @@ class DpdaGrammar final : public CompiledCfg {
             SuffixNode* node = find(parent, suffix);
             if (node == nullptr) {
                 node = publish(parent, suffix, compute(view, suffix), true, max_bytes);
-                if (node == nullptr || counters_.worker_bytes() + view.bytes() > max_bytes) return false;
+                if (node == nullptr) return false;
+                // The view is scratch (a published mask does not refer to it): cleared when
+                // it passes a quarter of the budget rather than stopping the worker.
+                if (view.bytes() > max_bytes / 4) view = LocalView{};
+                if (counters_.worker_bytes() + view.bytes() > max_bytes) return false;
             }
-            if (node->mask || suffix.size() >= kPrecomputeSuffix) continue;
+            if (node->mask || suffix.size() >= longest) continue;
             const int32_t last = suffix.back();
             std::vector<int32_t> below = frontier.predecessors(last);
             if (last == 0) below.push_back(kBottom);

@@ -5,42 +5,11 @@
 #include <utility>
 
 #include "fnv1a.h"
+#include "lookahead_set.h"
 
 namespace cad::cfg {
 
 namespace {
-
-// A lookahead set: a bit per atom and one for end of input, in as many words as the grammar's
-// atoms need (at most 257 bits; a schema's grammar has about 45 atoms, so one word).
-template <size_t Words>
-using Lookahead = std::array<uint64_t, Words>;
-
-template <size_t Words>
-void add(Lookahead<Words>& set, int32_t bit) {
-    set[bit >> 6] |= uint64_t{1} << (bit & 63);
-}
-
-template <size_t Words>
-bool merge(Lookahead<Words>& into, const Lookahead<Words>& from) {
-    bool grew = false;
-    for (size_t i = 0; i < into.size(); ++i) {
-        const uint64_t fresh = from[i] & ~into[i];
-        if (fresh) {
-            into[i] |= fresh;
-            grew = true;
-        }
-    }
-    return grew;
-}
-
-template <size_t Words, class Visit>
-void for_each_bit(const Lookahead<Words>& set, Visit visit) {
-    for (size_t word = 0; word < set.size(); ++word) {
-        for (uint64_t bits = set[word]; bits; bits &= bits - 1) {
-            visit(static_cast<int32_t>(word * 64 + __builtin_ctzll(bits)));
-        }
-    }
-}
 
 std::string python_repr(const std::string& text) {
     const bool single = text.find('\'') == std::string::npos || text.find('"') != std::string::npos;
@@ -344,6 +313,9 @@ class Builder {
 
 LrTables build_lr1(const Grammar& grammar, int32_t max_states) {
     ByteAtoms atoms(grammar.terminals);
+    if (std::optional<LrTables> tables = build_lalr1(grammar, atoms, max_states)) {
+        return std::move(*tables);
+    }
     switch ((atoms.count() + 63) / 64) {
         case 1: return Builder<1>(grammar, std::move(atoms), max_states).build();
         case 2: return Builder<2>(grammar, std::move(atoms), max_states).build();

@@ -1,12 +1,13 @@
-// Canonical LR(1) tables over byte atoms (the native form of ``cad.grammar.cfg.lr1``).
+// LR(1) tables over byte atoms (the native form of ``cad.grammar.cfg.lr1``): LALR(1) where the
+// grammar is LALR(1), canonical LR(1) where merging the lookaheads of equal cores creates a
+// conflict the canonical automaton does not have.
 //
-// Lookahead sets are bitsets over atoms plus end of input. States are identified by their
-// kernel items with merged lookaheads (canonical LR(1), not LALR: merging the lookaheads of
-// equal cores can create reduce/reduce conflicts the canonical automaton does not have). A
-// conflict, or more than ``max_states`` states, throws NotLr1 and the caller runs Earley.
+// Lookahead sets are bitsets over atoms plus end of input. A conflict in both, or more than
+// ``max_states`` states, throws NotLr1 and the caller runs Earley.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct LrTables {
     }
 };
 
+// LALR(1) tables if the grammar has no LALR(1) conflict, else canonical LR(1) tables.
 LrTables build_lr1(const Grammar& grammar, int32_t max_states = 20000);
+
+// LALR(1) tables (``lalr.cpp``), or nullopt at the first conflict; NotLr1 past ``max_states``.
+std::optional<LrTables> build_lalr1(const Grammar& grammar, const ByteAtoms& atoms,
+                                    int32_t max_states);
 
 }  // namespace cad::cfg

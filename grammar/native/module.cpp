@@ -9,7 +9,7 @@ void bind_syntax(py::module_& m);
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "Compiled hot paths of the masking core.";
-    m.attr("ABI_VERSION") = 6;
+    m.attr("ABI_VERSION") = 7;
     cad::bind_batch(m);
     cad::bind_vocabulary(m);
     cad::bind_program(m);

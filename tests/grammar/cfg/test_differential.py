@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from cad.grammar import Vocabulary
+from cad.grammar import Vocabulary, _native
 from cad.grammar.cfg import GrammarError, compile_grammar
 from cad.grammar.cfg.builtin_grammars import AMBIGUOUS_ARITHMETIC, ARITHMETIC, FUNQL, JSON
 from cad.grammar.cfg.compiled import MAX_LR_RULES
@@ -18,7 +18,8 @@ from cad.grammar.cfg.earley import EarleyAutomaton
 from cad.grammar.cfg.ebnf_parser import parse_ebnf
 from cad.grammar.cfg.grammar_ir import Grammar, lower, terminal_symbol
 from cad.grammar.cfg.json_schema import SchemaOptions, schema_to_rules
-from cad.grammar.cfg.lr1 import NotLr1, build_lr1
+from cad.grammar.cfg.lowering import lower_and_simplify
+from cad.grammar.cfg.lr1 import LrTables, NotLr1, build_lr1
 from cad.grammar.cfg.token_masks import TransitionTable
 from cad.grammar.cfg.transforms import simplify
 from tests.grammar.cfg.oracles import LarkReference, grammar_alphabet, mutate, sample_sentence
@@ -45,6 +46,12 @@ TEXT_GRAMMARS = {
 
 BYTES = Vocabulary(tuple(bytes([byte]) for byte in range(256)), None)
 """A vocabulary of the 256 single bytes: the native engines need one, acceptance does not."""
+
+
+NOT_LALR = 'e ::= "z" | "zz"\nf ::= "z" | "zy"'
+"""Rules after which ``"5" e "c" | "5" f "d" | "6" f "c" | "6" e "d"`` is LR(1) but not
+LALR(1): after ``z`` the state is the same in both contexts, and merging its lookaheads
+makes ``e ::= z`` and ``f ::= z`` both reduce on ``c`` and on ``d``."""
 
 
 class Engines:
@@ -132,27 +139,31 @@ def test_engine_choice(name: str) -> None:
     assert engine == TEXT_GRAMMARS[name][1]
 
 
-@pytest.mark.parametrize(
-    "grammar_name", [*sorted(set(TEXT_GRAMMARS) - {"ambiguous_arithmetic"}), "schemas"]
-)
-def test_native_lr1_has_the_reference_states(grammar_name: str) -> None:
-    """The native builder finds states by hashing kernels into its own table; the canonical
-    automaton it builds has exactly the reference's states (wide white space, so the
-    white-space chains are many states deep in many contexts)."""
+@pytest.mark.parametrize("grammar_name", [*sorted(TEXT_GRAMMARS), "not_lalr", "schemas"])
+def test_native_lr1_tables_equal_the_reference(grammar_name: str) -> None:
+    """The native builder computes LALR(1) lookaheads by DeRemer and Pennello's relations,
+    the reference by propagation to a fixpoint, and each falls back to canonical LR(1) on its
+    own: every ACTION and GOTO entry is the same, or both refuse the grammar (wide white
+    space, so the white-space chains are many states deep in many contexts). A lookahead
+    too many would not show in the masks (the parser would reduce and then fail), so the
+    tables themselves are compared."""
     if grammar_name == "schemas":
         options = SchemaOptions(max_whitespace=64, ignore_unsupported=True)
-        grammars = [
-            simplify(lower(schema_to_rules(record["schema"], options)))
-            for _, record in fixture_schemas()
-        ]
+        rule_sets = [schema_to_rules(record["schema"], options) for _, record in fixture_schemas()]
+    elif grammar_name == "not_lalr":
+        text = f'root ::= "5" e "c" | "5" f "d" | "6" f "c" | "6" e "d"\n{NOT_LALR}'
+        rule_sets = [parse_ebnf(text)]
     else:
-        grammars = [text_grammar(grammar_name)]
-    for grammar in grammars:
+        rule_sets = [parse_ebnf(TEXT_GRAMMARS[grammar_name][0])]
+    for rule_set in rule_sets:
+        grammar = lower_and_simplify(rule_set)
         try:
-            reference = len(build_lr1(grammar).actions)
+            reference = build_lr1(grammar)
         except NotLr1:
+            with pytest.raises(_native.NotLr1):
+                _native.lr1_tables(grammar.native)
             continue
-        assert compile_grammar(grammar, BYTES, engine="dpda").lr_states == reference
+        assert LrTables(**_native.lr1_tables(grammar.native)) == reference
 
 
 @pytest.mark.parametrize("bytes_used", [40, 63, 64, 127, 128, 200, 256])
@@ -177,17 +188,49 @@ def test_native_lr1_over_many_atoms(bytes_used: int) -> None:
         assert not compiled.accepts(bytes([bytes_used, (bytes_used + 1) % 256]))
 
 
-def test_too_many_lr1_states_fall_back_to_earley() -> None:
-    """A bounded repetition in four contexts with different lookaheads needs more canonical
-    LR(1) states than the builder allows (with fewer rules than the LR(1) attempt takes):
-    it stops there and the grammar runs on Earley, with the reason kept."""
+def test_a_grammar_lalr1_cannot_parse_gets_canonical_lr1_tables() -> None:
+    """Where merging lookaheads creates a conflict, the canonical LR(1) tables are built
+    instead: the grammar still runs on the DPDA, with the reference's states."""
+    text = f'root ::= "5" e "c" | "5" f "d" | "6" f "c" | "6" e "d"\n{NOT_LALR}'
+    grammar = simplify(lower(parse_ebnf(text)))
+    compiled = compile_grammar(grammar, BYTES)
+    assert compiled.engine == "dpda"
+    assert compiled.lr_states == len(build_lr1(grammar).actions)
+    for word in (b"5zc", b"5zzc", b"5zd", b"5zyd", b"6zc", b"6zyc", b"6zd", b"6zzd"):
+        assert compiled.accepts(word)
+    for word in (b"5zyc", b"5zzd", b"6zzc", b"6zyd", b"5z"):
+        assert not compiled.accepts(word)
+
+
+def test_a_repetition_in_several_contexts_shares_its_lalr1_states() -> None:
+    """A bounded repetition in four contexts with different lookaheads would need more
+    canonical LR(1) states than the builder allows; LALR(1) builds it once for all four."""
     text = 'root ::= "1" x "b" | "2" x "c" | "3" x "d" | "4" x "e"\nx ::= "a"{0,3000}'
+    grammar = simplify(lower(parse_ebnf(text)))
+    compiled = compile_grammar(grammar, BYTES)
+    assert compiled.engine == "dpda"
+    assert compiled.lr_states == len(build_lr1(grammar).actions) < 20000 / 3
+    assert compiled.accepts(b"1" + b"a" * 3000 + b"b")
+    assert not compiled.accepts(b"1" + b"a" * 5 + b"c")
+    assert not compiled.accepts(b"2" + b"a" * 3001 + b"c")
+
+
+def test_too_many_lr1_states_fall_back_to_earley() -> None:
+    """The repetition above beside rules LALR(1) cannot parse: the canonical tables it falls
+    back to need more states than the builder allows (with fewer rules than the LR(1)
+    attempt takes), so it stops there and the grammar runs on Earley, with the reason kept."""
+    contexts = '"1" x "b" | "2" x "c" | "3" x "d" | "4" x "e"'
+    text = (
+        f'root ::= {contexts} | "5" e "c" | "5" f "d" | "6" f "c" | "6" e "d"\n'
+        f'x ::= "a"{{0,3000}}\n{NOT_LALR}'
+    )
     grammar = simplify(lower(parse_ebnf(text)))
     assert len(grammar.names) <= MAX_LR_RULES
     compiled = compile_grammar(grammar, BYTES)
     assert compiled.engine == "earley"
     assert "more than 20000 LR(1) states" in compiled.lr_note
     assert compiled.accepts(b"1" + b"a" * 300 + b"b")
+    assert compiled.accepts(b"6zyc")
     assert not compiled.accepts(b"1" + b"a" * 5 + b"c")
 
 

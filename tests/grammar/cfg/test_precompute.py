@@ -168,6 +168,24 @@ def test_the_worker_stops_at_its_memory_budget(qwen2_tokenizer, qwen2_vocab) -> 
     assert bounded.mask_stats()["demand_states"] > 0
 
 
+def test_the_worker_spends_its_budget_on_masks_not_scratch(qwen2_tokenizer, qwen2_vocab) -> None:
+    """On a schema whose masks outgrow the budget, the worker's scratch view (the memo of
+    every configuration its walks create) would reach the budget first; it is cleared
+    instead, so the worker stops with most of the budget in masks (more nodes than the
+    grammar has states), and the masks are still right."""
+    name = "JME_40"
+    schema = dict(fixture_schemas())[name]["schema"]
+    compiled = compile(schema, qwen2_vocab, format="json-schema")
+    wait_for_worker(compiled)
+    stats = compiled.mask_stats()
+    assert PRECOMPUTE_MAX_BYTES // 2 < stats["worker_bytes"] <= PRECOMPUTE_MAX_BYTES
+    assert stats["worker_states"] > compiled.lr_states
+    reference = compile(schema, qwen2_vocab, format="json-schema", precompute=False)
+    for ids in streams(name, qwen2_tokenizer, reference, 4):
+        for mask, want in zip(masks_along(compiled, ids), masks_along(reference, ids), strict=True):
+            assert torch.equal(mask, want)
+
+
 def test_earley_grammars_build_on_demand_only(qwen2_vocab) -> None:
     """The Earley engine has no worker: its masks are all built by requests, and counted."""
     compiled = compile(AMBIGUOUS_ARITHMETIC, qwen2_vocab)

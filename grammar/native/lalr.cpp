@@ -1,0 +1,422 @@
+// LALR(1) tables over byte atoms: the LR(0) automaton, then the lookaheads of its reductions
+// by DeRemer and Pennello's relations (reads, includes, lookback), each solved in one
+// traversal of its graph. A schema's grammar has about a third as many LALR(1) states as
+// canonical LR(1) ones, and no state is processed twice.
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+#include <utility>
+
+#include "fnv1a.h"
+#include "lookahead_set.h"
+#include "lr1.h"
+
+namespace cad::cfg {
+
+namespace {
+
+// A relation over n nodes as adjacency lists in one array: node x's edges lead to
+// ``targets[begin[x] .. begin[x + 1])``.
+struct Relation {
+    std::vector<int32_t> begin;
+    std::vector<int32_t> targets;
+
+    // The relation of ``edges`` (from, to) over ``nodes`` nodes, each node's edges in order.
+    static Relation of(size_t nodes, const std::vector<std::pair<int32_t, int32_t>>& edges) {
+        Relation relation;
+        relation.begin.assign(nodes + 1, 0);
+        for (const auto& edge : edges) ++relation.begin[edge.first + 1];
+        for (size_t node = 0; node < nodes; ++node) relation.begin[node + 1] += relation.begin[node];
+        relation.targets.resize(edges.size());
+        std::vector<int32_t> at(relation.begin.begin(), relation.begin.end() - 1);
+        for (const auto& edge : edges) relation.targets[at[edge.first]++] = edge.second;
+        return relation;
+    }
+};
+
+// The least sets F with F(x) ⊇ sets(x) and F(x) ⊇ F(y) for every edge x -> y of
+// ``relation``; the nodes of a strongly connected component share one set (DeRemer and
+// Pennello's TRAVERSE, iteratively, so a long chain of edges cannot overflow the stack).
+template <size_t Words>
+std::vector<Lookahead<Words>> digraph(const Relation& relation, std::vector<Lookahead<Words>> sets) {
+    struct Frame {
+        int32_t node;
+        int32_t mark;
+        int32_t edge;
+    };
+    constexpr int32_t kDone = INT32_MAX;
+    std::vector<int32_t> depth(sets.size(), 0);
+    std::vector<int32_t> stack;
+    std::vector<Frame> frames;
+    auto enter = [&](int32_t node) {
+        stack.push_back(node);
+        depth[node] = static_cast<int32_t>(stack.size());
+        frames.push_back({node, depth[node], relation.begin[node]});
+    };
+    for (size_t root = 0; root < sets.size(); ++root) {
+        if (depth[root] != 0) continue;
+        enter(static_cast<int32_t>(root));
+        while (!frames.empty()) {
+            Frame& frame = frames.back();
+            const int32_t node = frame.node;
+            if (frame.edge < relation.begin[node + 1]) {
+                const int32_t target = relation.targets[frame.edge++];
+                if (depth[target] == 0) {
+                    enter(target);
+                    continue;
+                }
+                depth[node] = std::min(depth[node], depth[target]);
+                merge(sets[node], sets[target]);
+                continue;
+            }
+            const int32_t mark = frame.mark;
+            frames.pop_back();
+            if (depth[node] == mark) {
+                for (int32_t top = -1; top != node;) {
+                    top = stack.back();
+                    stack.pop_back();
+                    depth[top] = kDone;
+                    sets[top] = sets[node];
+                }
+            }
+            if (!frames.empty()) {
+                const int32_t parent = frames.back().node;
+                depth[parent] = std::min(depth[parent], depth[node]);
+                merge(sets[parent], sets[node]);
+            }
+        }
+    }
+    return sets;
+}
+
+template <size_t Words>
+class LalrBuilder {
+    using Set = Lookahead<Words>;
+
+  public:
+    LalrBuilder(const Grammar& grammar, const ByteAtoms& atoms, int32_t max_states)
+        : cores_(grammar), atoms_(atoms), max_states_(max_states) {}
+
+    std::optional<LrTables> build() {
+        build_lr0();
+        write_tables();
+        if (!add_reductions()) return std::nullopt;
+        return LrTables{atoms_,
+                        states(),
+                        cores_.nonterminal_count,
+                        std::move(action_),
+                        std::move(goto_row_of_),
+                        std::move(goto_rows_),
+                        cores_.production_lhs,
+                        cores_.production_length};
+    }
+
+  private:
+    struct Transition {
+        int32_t state;
+        int32_t symbol;  // an atom (shifts_) or a nonterminal (transitions_)
+        int32_t target;
+    };
+    struct Reduce {
+        int32_t state;
+        int32_t production;
+        int32_t next;  // the state's next reduction, -1 after its last
+        Set lookahead;
+    };
+    struct Lookback {
+        int32_t state;
+        int32_t production;
+        int32_t transition;  // whose follow set is the reduction's lookahead
+    };
+
+    int32_t states() const { return static_cast<int32_t>(kernel_begin_.size() - 1); }
+
+    // The LR(0) automaton: per state its shifts (by atom) and gotos (by nonterminal), in
+    // order. States are numbered in the order they are first reached, atoms before
+    // nonterminals, each in increasing order, as canonical LR(1) does.
+    void build_lr0() {
+        present_.assign(cores_.next_symbol.size(), 0);
+        expanded_.assign(static_cast<size_t>(cores_.nonterminal_count), 0);
+        std::vector<std::vector<int32_t>> shifts(atoms_.count());
+        std::vector<std::vector<int32_t>> gotos(cores_.nonterminal_count);
+        std::vector<int32_t> shifted;
+        std::vector<int32_t> moved;
+        std::vector<int32_t> start{cores_.start_core};
+        state_of(start);
+        for (int32_t state = 0; state < states(); ++state) {
+            closure(state);
+            for (int32_t atom : shifted) shifts[atom].clear();
+            for (int32_t symbol : moved) gotos[symbol].clear();
+            shifted.clear();
+            moved.clear();
+            for (int32_t core : touched_) {
+                const int32_t symbol = cores_.next_symbol[core];
+                if (symbol == kComplete) continue;
+                if (symbol < 0) {
+                    for (int32_t atom : atoms_.terminal_atoms[terminal_index(symbol)]) {
+                        if (shifts[atom].empty()) shifted.push_back(atom);
+                        shifts[atom].push_back(core + 1);
+                    }
+                } else {
+                    if (gotos[symbol].empty()) moved.push_back(symbol);
+                    gotos[symbol].push_back(core + 1);
+                }
+            }
+            std::sort(shifted.begin(), shifted.end());
+            std::sort(moved.begin(), moved.end());
+            shift_begin_.push_back(static_cast<int32_t>(shifts_.size()));
+            for (int32_t atom : shifted) shifts_.push_back({state, atom, state_of(shifts[atom])});
+            transition_begin_.push_back(static_cast<int32_t>(transitions_.size()));
+            for (int32_t symbol : moved) {
+                transitions_.push_back({state, symbol, state_of(gotos[symbol])});
+            }
+        }
+        shift_begin_.push_back(static_cast<int32_t>(shifts_.size()));
+        transition_begin_.push_back(static_cast<int32_t>(transitions_.size()));
+    }
+
+    // ACTION with the shifts, GOTO, each allocated once at its final size. States without
+    // gotos share row 0 of GOTO, which has none.
+    void write_tables() {
+        const size_t atom_count = static_cast<size_t>(atoms_.count());
+        const size_t nonterminals = static_cast<size_t>(cores_.nonterminal_count);
+        action_.assign(static_cast<size_t>(states()) * atom_count, kActionError);
+        for (const Transition& shift : shifts_) {
+            action_[static_cast<size_t>(shift.state) * atom_count + shift.symbol] = shift.target;
+        }
+        goto_row_of_.assign(static_cast<size_t>(states()), 0);
+        int32_t rows = 1;
+        for (int32_t state = 0; state < states(); ++state) {
+            if (transition_begin_[state] < transition_begin_[state + 1]) goto_row_of_[state] = rows++;
+        }
+        goto_rows_.assign(static_cast<size_t>(rows) * nonterminals, -1);
+        for (const Transition& t : transitions_) {
+            goto_rows_[static_cast<size_t>(goto_row_of_[t.state]) * nonterminals + t.symbol] = t.target;
+        }
+    }
+
+    // The cores of state ``state``'s LR(0) closure in ``touched_`` (in no particular order).
+    void closure(int32_t state) {
+        for (int32_t core : touched_) present_[core] = 0;
+        for (int32_t symbol : expanded_list_) expanded_[symbol] = 0;
+        touched_.clear();
+        expanded_list_.clear();
+        agenda_.clear();
+        for (uint32_t item = kernel_begin_[state]; item < kernel_begin_[state + 1]; ++item) {
+            const int32_t core = kernel_items_[item];
+            present_[core] = 1;
+            touched_.push_back(core);
+            agenda_.push_back(core);
+        }
+        while (!agenda_.empty()) {
+            const int32_t symbol = cores_.next_symbol[agenda_.back()];
+            agenda_.pop_back();
+            if (symbol == kComplete || symbol < 0 || expanded_[symbol]) continue;
+            expanded_[symbol] = 1;
+            expanded_list_.push_back(symbol);
+            for (int32_t child : cores_.first_cores(symbol)) {
+                if (present_[child]) continue;
+                present_[child] = 1;
+                touched_.push_back(child);
+                agenda_.push_back(child);
+            }
+        }
+    }
+
+    // The LR(0) state of ``kernel`` (sorted in place), a new one if no state has it.
+    int32_t state_of(std::vector<int32_t>& kernel) {
+        std::sort(kernel.begin(), kernel.end());
+        uint64_t digest = fnv1a::kOffsetBasis;
+        for (int32_t core : kernel) digest = fnv1a::symbol(digest, static_cast<uint64_t>(core));
+        const size_t hash = static_cast<size_t>(digest ^ (digest >> 29));
+        size_t mask = state_slots_.size() - 1;
+        size_t at = hash & mask;
+        for (; state_slots_[at] >= 0; at = (at + 1) & mask) {
+            const int32_t state = state_slots_[at];
+            const uint32_t begin = kernel_begin_[state];
+            if (kernel_begin_[state + 1] - begin == kernel.size() &&
+                std::equal(kernel.begin(), kernel.end(), kernel_items_.begin() + begin)) {
+                return state;
+            }
+        }
+        const int32_t id = static_cast<int32_t>(kernel_begin_.size() - 1);
+        if (id >= max_states_) {
+            throw NotLr1("more than " + std::to_string(max_states_) + " LR(1) states");
+        }
+        kernel_items_.insert(kernel_items_.end(), kernel.begin(), kernel.end());
+        kernel_begin_.push_back(static_cast<uint32_t>(kernel_items_.size()));
+        state_slots_[at] = id;
+        state_hashes_.push_back(hash);
+        if (2 * state_hashes_.size() > state_slots_.size()) {
+            state_slots_.assign(2 * state_slots_.size(), -1);
+            mask = state_slots_.size() - 1;
+            for (size_t state = 0; state < state_hashes_.size(); ++state) {
+                at = state_hashes_[state] & mask;
+                while (state_slots_[at] >= 0) at = (at + 1) & mask;
+                state_slots_[at] = static_cast<int32_t>(state);
+            }
+        }
+        return id;
+    }
+
+    // The goto transition of ``state`` on nonterminal ``symbol`` (its index in transitions_).
+    int32_t transition(int32_t state, int32_t symbol) const {
+        const auto first = transitions_.begin() + transition_begin_[state];
+        const auto last = transitions_.begin() + transition_begin_[state + 1];
+        const auto found = std::lower_bound(
+            first, last, symbol, [](const Transition& t, int32_t s) { return t.symbol < s; });
+        if (found == last || found->symbol != symbol) {
+            throw std::logic_error("LALR(1): a path leaves the LR(0) automaton");
+        }
+        return static_cast<int32_t>(found - transitions_.begin());
+    }
+
+    // Each reduction's lookaheads (the follow sets of its lookback transitions) written into
+    // ACTION beside the shifts, and the accept action; false at the first conflict.
+    bool add_reductions() {
+        const size_t atom_count = static_cast<size_t>(atoms_.count());
+        const size_t count = transitions_.size();
+        std::vector<uint8_t> tail_nullable(cores_.next_symbol.size(), 0);
+        for (size_t core = cores_.next_symbol.size(); core-- > 0;) {
+            const int32_t symbol = cores_.next_symbol[core];
+            tail_nullable[core] = symbol == kComplete ||
+                                  (symbol >= 0 && cores_.nullable[symbol] && tail_nullable[core + 1]);
+        }
+        // Direct reads: the atoms the target of (p, A) shifts (end of input after the start
+        // symbol); (p, A) reads (r, C) for a nullable C that r = goto(p, A) moves over.
+        const int32_t start_symbol = cores_.next_symbol[cores_.start_core];
+        std::vector<Set> direct(count);
+        Relation reads;
+        reads.begin.reserve(count + 1);
+        for (size_t i = 0; i < count; ++i) {
+            const Transition& t = transitions_[i];
+            reads.begin.push_back(static_cast<int32_t>(reads.targets.size()));
+            for (int32_t k = shift_begin_[t.target]; k < shift_begin_[t.target + 1]; ++k) {
+                add(direct[i], shifts_[k].symbol);
+            }
+            if (t.state == 0 && t.symbol == start_symbol) add(direct[i], atoms_.end_atom);
+            for (int32_t j = transition_begin_[t.target]; j < transition_begin_[t.target + 1]; ++j) {
+                if (cores_.nullable[transitions_[j].symbol]) reads.targets.push_back(j);
+            }
+        }
+        reads.begin.push_back(static_cast<int32_t>(reads.targets.size()));
+        std::vector<Set> read = digraph(reads, std::move(direct));
+        // (p', B) includes (p, A) when A ::= x B y with y nullable and p' is where x leads
+        // from p; the reduction of A ::= w at the state w leads to from p looks back to (p, A).
+        // A terminal is a class of atoms whose shifts may part ways, so x leads to a set.
+        std::vector<std::pair<int32_t, int32_t>> includes;
+        std::vector<Lookback> lookbacks;
+        std::vector<int32_t> current;
+        std::vector<int32_t> next;
+        std::vector<uint32_t> reached(static_cast<size_t>(states()), 0);
+        uint32_t epoch = 0;
+        auto reach = [&](int32_t state) {
+            if (state < 0) throw std::logic_error("LALR(1): a path leaves the LR(0) automaton");
+            if (reached[state] != epoch) {
+                reached[state] = epoch;
+                next.push_back(state);
+            }
+        };
+        for (size_t i = 0; i < count; ++i) {
+            for (int32_t first : cores_.first_cores(transitions_[i].symbol)) {
+                current.assign(1, transitions_[i].state);
+                for (int32_t core = first; cores_.next_symbol[core] != kComplete; ++core) {
+                    const int32_t symbol = cores_.next_symbol[core];
+                    next.clear();
+                    ++epoch;
+                    for (int32_t state : current) {
+                        if (symbol >= 0) {
+                            const int32_t j = transition(state, symbol);
+                            if (tail_nullable[core + 1]) includes.emplace_back(j, static_cast<int32_t>(i));
+                            reach(transitions_[j].target);
+                        } else {
+                            const size_t row = static_cast<size_t>(state) * atom_count;
+                            for (int32_t atom : atoms_.terminal_atoms[terminal_index(symbol)]) {
+                                reach(action_[row + atom]);
+                            }
+                        }
+                    }
+                    current.swap(next);
+                }
+                for (int32_t state : current) {
+                    lookbacks.push_back({state, cores_.production_of[first], static_cast<int32_t>(i)});
+                }
+            }
+        }
+        const std::vector<Set> follow = digraph(Relation::of(count, includes), std::move(read));
+        // A state's reductions, each with the union of its lookbacks' follow sets, in a list
+        // per state (reduces_[first_reduce[q]], then .next): a conflict is a set that meets
+        // the state's shifts or another reduction's set, found a word at a time.
+        std::vector<int32_t> first_reduce(static_cast<size_t>(states()), -1);
+        std::vector<Reduce> reduces;
+        for (const Lookback& lookback : lookbacks) {
+            int32_t* link = &first_reduce[lookback.state];
+            while (*link >= 0 && reduces[*link].production != lookback.production) {
+                link = &reduces[*link].next;
+            }
+            if (*link < 0) {
+                *link = static_cast<int32_t>(reduces.size());
+                reduces.push_back({lookback.state, lookback.production, -1, Set{}});
+            }
+            merge(reduces[*link].lookahead, follow[lookback.transition]);
+        }
+        const int32_t accepting = transitions_[transition(0, start_symbol)].target;
+        Set shifted{};
+        for (int32_t state = 0; state < states(); ++state) {
+            if (first_reduce[state] < 0) continue;
+            shifted = Set{};
+            for (int32_t k = shift_begin_[state]; k < shift_begin_[state + 1]; ++k) {
+                add(shifted, shifts_[k].symbol);
+            }
+            if (state == accepting) add(shifted, atoms_.end_atom);
+            for (int32_t r = first_reduce[state]; r >= 0; r = reduces[r].next) {
+                if (meet(reduces[r].lookahead, shifted)) return false;
+                merge(shifted, reduces[r].lookahead);
+            }
+        }
+        action_[static_cast<size_t>(accepting) * atom_count + atoms_.end_atom] = kActionAccept;
+        for (const Reduce& reduce : reduces) {
+            const size_t row = static_cast<size_t>(reduce.state) * atom_count;
+            for_each_bit(reduce.lookahead, [&](int32_t atom) {
+                action_[row + atom] = kReduceBase - reduce.production;
+            });
+        }
+        return true;
+    }
+
+    ItemCores cores_;
+    const ByteAtoms& atoms_;
+    int32_t max_states_;
+    std::vector<uint8_t> present_;   // per core: in the closure being built
+    std::vector<uint8_t> expanded_;  // per nonterminal: its productions added to the closure
+    std::vector<int32_t> expanded_list_;
+    std::vector<int32_t> touched_;
+    std::vector<int32_t> agenda_;
+    // Kernels of all states, flat: state s has cores [kernel_begin_[s], kernel_begin_[s + 1]).
+    std::vector<int32_t> kernel_items_;
+    std::vector<uint32_t> kernel_begin_{0};
+    std::vector<int32_t> state_slots_ = std::vector<int32_t>(1024, -1);  // open addressing
+    std::vector<size_t> state_hashes_;
+    std::vector<Transition> shifts_;       // by state, then atom
+    std::vector<int32_t> shift_begin_;     // per state, its first shift
+    std::vector<Transition> transitions_;  // gotos, by state, then nonterminal
+    std::vector<int32_t> transition_begin_;
+    std::vector<int32_t> action_;
+    std::vector<int32_t> goto_row_of_;
+    std::vector<int32_t> goto_rows_;
+};
+
+}  // namespace
+
+std::optional<LrTables> build_lalr1(const Grammar& grammar, const ByteAtoms& atoms,
+                                    int32_t max_states) {
+    switch ((atoms.count() + 63) / 64) {
+        case 1: return LalrBuilder<1>(grammar, atoms, max_states).build();
+        case 2: return LalrBuilder<2>(grammar, atoms, max_states).build();
+        case 3: return LalrBuilder<3>(grammar, atoms, max_states).build();
+        case 4: return LalrBuilder<4>(grammar, atoms, max_states).build();
+        default: return LalrBuilder<5>(grammar, atoms, max_states).build();
+    }
+}
+
+}  // namespace cad::cfg
