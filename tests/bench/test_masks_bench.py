@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from bench.masks import main, schema_records
+from bench.masks import Item, Runner, bench_grammars, main, schema_records
 from tests.grammar.cfg.schema_instances import FIXTURES
 
 
@@ -66,3 +66,38 @@ def test_cad_with_its_masks_built_decodes_the_same_streams(tmp_path: Path) -> No
         assert ready["masks"] > 0
         assert cad["compile_p50_ms"] > 0 and math.isnan(ready["compile_p50_ms"])
     assert "cad native, masks built" in out.with_suffix(".md").read_text()
+
+
+class Refusing(Runner):
+    """A runner that refuses the grammars whose source is in ``refused``."""
+
+    def __init__(self, name: str, refused: set[str]) -> None:
+        self.name = name
+        self.refused = refused
+
+    def compile(self, item: Item) -> str:
+        if item.source in self.refused:
+            raise ValueError(item.source)
+        return item.source
+
+    def run(self, compiled: str, tokens: list[int], times: list[float]) -> bool:
+        times.append(1e-6)
+        return True
+
+
+def test_compile_medians_over_the_grammars_every_engine_compiled() -> None:
+    """An engine that refuses a grammar has no time for it; the common column compares the
+    engines on the grammars all of them compiled, and each engine's own column keeps all of
+    its grammars."""
+    items = [Item("ebnf", name, ["x"]) for name in ("a", "b", "c")]
+    runners = [Refusing("all", set()), Refusing("some", {"b"}), Refusing("none", {"c"})]
+    rows = bench_grammars(runners, items, lambda text: [1], 0)
+    assert [len(rows[name].compiles) for name in ("all", "some", "none")] == [3, 2, 2]
+    assert [rows[name].by_grammar[1] is None for name in ("all", "some", "none")] == [
+        False,
+        True,
+        False,
+    ]
+    for name in ("all", "some", "none"):
+        assert rows[name].common == [rows[name].by_grammar[0]]
+        assert rows[name].summary()["compile_common_p50_ms"] > 0
