@@ -30,7 +30,7 @@ class NotLr1(Exception):
 
 @dataclass(frozen=True)
 class LrTables:
-    """ACTION and GOTO of a canonical LR(1) automaton over byte atoms.
+    """ACTION and GOTO of an LR(1) automaton (LALR(1) or canonical) over byte atoms.
 
     ``actions[state][atom]``: ``>= 0`` shift to that state, ``< 0`` reduce production
     ``-(value + 1)``, ``ACCEPT``; a missing atom is an error. ``end_atom`` is end-of-input."""
