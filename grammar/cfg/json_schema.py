@@ -21,6 +21,7 @@ import json
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from cad.grammar.cfg import char_automata, json_text, regex_pattern
@@ -194,6 +195,7 @@ def clear_memoised() -> None:
     the kept pieces are bounded."""
     json_text.clear_memoised()
     char_automata.clear_memoised()
+    _preamble.cache_clear()
     regex_pattern.pattern_dfa.cache_clear()
 
 
@@ -209,13 +211,12 @@ class _Translator:
     def __init__(self, root: Any, options: SchemaOptions) -> None:
         self.root = root
         self.options = options
-        self.rules: dict[str, Expr] = {}
+        preamble = _preamble(options.max_whitespace)
+        self.rules: dict[str, Expr] = dict(preamble.rules)
         self.writer = RuleWriter(self.rules)
-        self.ws = whitespace_rule(self.writer, "ws", options.max_whitespace)
-        inline = whitespace_rule(
-            self.writer, "ws-inline", min(options.max_whitespace, INLINE_WHITESPACE)
-        )
-        self.colon = Sequence((inline, Literal(":"), inline))
+        self.writer.counter = preamble.counter
+        self.ws = preamble.ws
+        self.colon = preamble.colon
         self.ignored: set[str] = set()
         self.expander = SchemaExpander(self, root)
         self.conjunction_memo: dict[tuple[int, ...], Expr] = {}
@@ -232,7 +233,6 @@ class _Translator:
         self.literal_keys = self.writer.literal_keys
 
     def run(self, length: int) -> SchemaGrammar:
-        self._base_rules()
         value = self.value_expr([self.root])
         outer = Repeat(CharClass(WHITESPACE_CHARS), 0, None) if self.options.file else self.ws
         self.rules["root"] = Sequence((outer, value, outer))
@@ -441,85 +441,103 @@ class _Translator:
             return Sequence((Literal("{"), ws, _joined(members, ws), Literal("}")))
         raise GrammarError(f"{value!r} is not a JSON value")
 
-    def _base_rules(self) -> None:
-        ws = self.ws
-        rule = RuleRef
-        self.define("json-char", [encoded_char(ANY, every_escape=True)])
-        self.define(
-            "json-string",
-            [Sequence((Literal('"'), Repeat(rule("json-char"), 0, None), Literal('"')))],
+
+@dataclass(frozen=True)
+class _Preamble:
+    """The rules every schema's grammar starts with for one white-space bound: the white-space
+    chains and the plain JSON values, with the fresh-name counter after them."""
+
+    rules: dict[str, Expr]
+    counter: int
+    ws: Expr
+    colon: Expr
+
+
+@lru_cache(maxsize=16)
+def _preamble(max_whitespace: int) -> _Preamble:
+    """The preamble, written once per bound and copied by each translation (its expressions
+    are values): about a tenth of a small schema's translation otherwise."""
+    writer = RuleWriter({})
+    ws = whitespace_rule(writer, "ws", max_whitespace)
+    inline = whitespace_rule(writer, "ws-inline", min(max_whitespace, INLINE_WHITESPACE))
+    colon = Sequence((inline, Literal(":"), inline))
+    rule = RuleRef
+    writer.define("json-char", [encoded_char(ANY, every_escape=True)])
+    writer.define(
+        "json-string",
+        [Sequence((Literal('"'), Repeat(rule("json-char"), 0, None), Literal('"')))],
+    )
+    digits = CharClass(((48, 57),))
+    integer = Sequence(
+        (
+            Repeat(Literal("-"), 0, 1),
+            Choice((Literal("0"), Sequence((CharClass(((49, 57),)), Repeat(digits, 0, None))))),
         )
-        digits = CharClass(((48, 57),))
-        integer = Sequence(
+    )
+    writer.define("json-integer", [integer])
+    fraction = Repeat(Sequence((Literal("."), Repeat(digits, 1, None))), 0, 1)
+    exponent = Repeat(
+        Sequence(
             (
-                Repeat(Literal("-"), 0, 1),
-                Choice((Literal("0"), Sequence((CharClass(((49, 57),)), Repeat(digits, 0, None))))),
+                CharClass(((69, 69), (101, 101))),
+                Repeat(CharClass(((43, 43), (45, 45))), 0, 1),
+                Repeat(digits, 1, None),
             )
-        )
-        self.define("json-integer", [integer])
-        fraction = Repeat(Sequence((Literal("."), Repeat(digits, 1, None))), 0, 1)
-        exponent = Repeat(
+        ),
+        0,
+        1,
+    )
+    writer.define("json-number", [Sequence((rule("json-integer"), fraction, exponent))])
+    member = Sequence((rule("json-string"), colon, rule("json-value"), ws))
+    writer.define(
+        "json-object",
+        [
             Sequence(
                 (
-                    CharClass(((69, 69), (101, 101))),
-                    Repeat(CharClass(((43, 43), (45, 45))), 0, 1),
-                    Repeat(digits, 1, None),
+                    Literal("{"),
+                    ws,
+                    Repeat(
+                        Sequence((member, Repeat(Sequence((Literal(","), ws, member)), 0, None))),
+                        0,
+                        1,
+                    ),
+                    Literal("}"),
                 )
-            ),
-            0,
-            1,
-        )
-        self.define("json-number", [Sequence((rule("json-integer"), fraction, exponent))])
-        member = Sequence((rule("json-string"), self.colon, rule("json-value"), ws))
-        self.define(
-            "json-object",
-            [
-                Sequence(
-                    (
-                        Literal("{"),
-                        ws,
-                        Repeat(
-                            Sequence(
-                                (member, Repeat(Sequence((Literal(","), ws, member)), 0, None))
-                            ),
-                            0,
-                            1,
-                        ),
-                        Literal("}"),
-                    )
+            )
+        ],
+    )
+    item = Sequence((rule("json-value"), ws))
+    writer.define(
+        "json-array",
+        [
+            Sequence(
+                (
+                    Literal("["),
+                    ws,
+                    Repeat(
+                        Sequence((item, Repeat(Sequence((Literal(","), ws, item)), 0, None))),
+                        0,
+                        1,
+                    ),
+                    Literal("]"),
                 )
-            ],
-        )
-        item = Sequence((rule("json-value"), ws))
-        self.define(
-            "json-array",
-            [
-                Sequence(
-                    (
-                        Literal("["),
-                        ws,
-                        Repeat(
-                            Sequence((item, Repeat(Sequence((Literal(","), ws, item)), 0, None))),
-                            0,
-                            1,
-                        ),
-                        Literal("]"),
-                    )
-                )
-            ],
-        )
-        self.define(
-            "json-value",
-            [
-                rule("json-object"),
-                rule("json-array"),
-                rule("json-string"),
-                rule("json-number"),
-                Literal("true"),
-                Literal("false"),
-                Literal("null"),
-            ],
-        )
+            )
+        ],
+    )
+    writer.define(
+        "json-value",
+        [
+            rule("json-object"),
+            rule("json-array"),
+            rule("json-string"),
+            rule("json-number"),
+            Literal("true"),
+            Literal("false"),
+            Literal("null"),
+        ],
+    )
+
+    return _Preamble(writer.rules, writer.counter, ws, colon)
 
 
 def _number_texts(value: int | float) -> list[str]:

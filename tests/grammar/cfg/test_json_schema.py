@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cad.grammar import GrammarError, Vocabulary, compile
-from cad.grammar.cfg.json_schema import in_grammar_order
+from cad.grammar.cfg.json_schema import SchemaOptions, in_grammar_order, translate_schema
 from tests.grammar.cfg.schema_instances import fixture_schemas
 
 BYTES = Vocabulary((*(bytes([b]) for b in range(256)), None), 256)
@@ -341,6 +341,19 @@ def test_whitespace_is_bounded_and_compact_is_an_option() -> None:
     narrow = compiled(NESTED_SCHEMA, max_whitespace=2)
     assert narrow.accepts(b'{"name": "x",\n "tags": []}')
     assert not narrow.accepts(b'{"name": "x",\n  "tags": []}')
+
+
+def test_every_translation_starts_from_the_same_rules() -> None:
+    """The white-space chains and plain JSON values are written once per bound and copied:
+    a translation adds its rules to its copy, so the next one (of any schema, with any
+    bound) starts from the same rules and fresh names as the first."""
+    options = [SchemaOptions(max_whitespace=bound) for bound in (64, 0, 2)]
+    first = [translate_schema(NESTED_SCHEMA, option).rules.rules for option in options]
+    for option in options:
+        translate_schema({"type": "array", "items": {"enum": ["a", "b"]}}, option)
+    again = [translate_schema(NESTED_SCHEMA, option).rules.rules for option in options]
+    assert [list(rules.items()) for rules in again] == [list(rules.items()) for rules in first]
+    assert "ws-1" in first[0] and "ws-1" not in first[1]
 
 
 @pytest.mark.parametrize(
