@@ -120,6 +120,14 @@ struct LocalView {
     // accepted (see explore_slice_product), over ``stack``'s configurations.
     FlatIndex slice_closed;
 
+    // Forget every stack, step and pair, and free their memory.
+    void clear() {
+        stack = InternedStack();
+        memo = std::vector<int32_t>();
+        pending = std::vector<int32_t>();
+        slice_closed = FlatIndex();
+    }
+
     // An upper bound on the memory held (the index of closed pairs: 16-byte slots, at least a
     // quarter full).
     size_t bytes() const {
@@ -341,7 +349,7 @@ class DpdaGrammar final : public CompiledCfg {
                 if (node == nullptr) return false;
                 // The view is scratch (a published mask does not refer to it): cleared when
                 // it passes a quarter of the budget rather than stopping the worker.
-                if (view.bytes() > max_bytes / 4) view = LocalView{};
+                if (view.bytes() > max_bytes / 4) view.clear();
                 if (counters_.worker_bytes() + view.bytes() > max_bytes) return false;
             }
             if (node->mask || suffix.size() >= longest) continue;

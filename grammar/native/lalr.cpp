@@ -274,16 +274,18 @@ class LalrBuilder {
     // Each reduction's lookaheads (the follow sets of its lookback transitions) written into
     // ACTION beside the shifts, and the accept action; false at the first conflict.
     bool add_reductions() {
-        const size_t atom_count = static_cast<size_t>(atoms_.count());
+        std::vector<std::pair<int32_t, int32_t>> includes;
+        std::vector<Lookback> lookbacks;
+        walk_productions(includes, lookbacks);
+        const std::vector<Set> follow =
+            digraph(Relation::of(transitions_.size(), includes), read_sets());
+        return write_reductions(follow, lookbacks);
+    }
+
+    // Read(p, A): the atoms the target r of (p, A) shifts (end of input after the start
+    // symbol), and Read(r, C) for every nullable C that r moves over.
+    std::vector<Set> read_sets() const {
         const size_t count = transitions_.size();
-        std::vector<uint8_t> tail_nullable(cores_.next_symbol.size(), 0);
-        for (size_t core = cores_.next_symbol.size(); core-- > 0;) {
-            const int32_t symbol = cores_.next_symbol[core];
-            tail_nullable[core] = symbol == kComplete ||
-                                  (symbol >= 0 && cores_.nullable[symbol] && tail_nullable[core + 1]);
-        }
-        // Direct reads: the atoms the target of (p, A) shifts (end of input after the start
-        // symbol); (p, A) reads (r, C) for a nullable C that r = goto(p, A) moves over.
         const int32_t start_symbol = cores_.next_symbol[cores_.start_core];
         std::vector<Set> direct(count);
         Relation reads;
@@ -300,12 +302,22 @@ class LalrBuilder {
             }
         }
         reads.begin.push_back(static_cast<int32_t>(reads.targets.size()));
-        std::vector<Set> read = digraph(reads, std::move(direct));
-        // (p', B) includes (p, A) when A ::= x B y with y nullable and p' is where x leads
-        // from p; the reduction of A ::= w at the state w leads to from p looks back to (p, A).
-        // A terminal is a class of atoms whose shifts may part ways, so x leads to a set.
-        std::vector<std::pair<int32_t, int32_t>> includes;
-        std::vector<Lookback> lookbacks;
+        return digraph(reads, std::move(direct));
+    }
+
+    // Every production A ::= w walked from every goto transition (p, A): (p', B) includes
+    // (p, A) when w = x B y with y nullable and p' is where x leads from p, and the reduction
+    // of A ::= w at the state w leads to looks back to (p, A). A terminal is a class of atoms
+    // whose shifts may part ways, so x leads to a set of states.
+    void walk_productions(std::vector<std::pair<int32_t, int32_t>>& includes,
+                          std::vector<Lookback>& lookbacks) const {
+        const size_t atom_count = static_cast<size_t>(atoms_.count());
+        std::vector<uint8_t> tail_nullable(cores_.next_symbol.size(), 0);
+        for (size_t core = cores_.next_symbol.size(); core-- > 0;) {
+            const int32_t symbol = cores_.next_symbol[core];
+            tail_nullable[core] = symbol == kComplete ||
+                                  (symbol >= 0 && cores_.nullable[symbol] && tail_nullable[core + 1]);
+        }
         std::vector<int32_t> current;
         std::vector<int32_t> next;
         std::vector<uint32_t> reached(static_cast<size_t>(states()), 0);
@@ -317,7 +329,7 @@ class LalrBuilder {
                 next.push_back(state);
             }
         };
-        for (size_t i = 0; i < count; ++i) {
+        for (size_t i = 0; i < transitions_.size(); ++i) {
             for (int32_t first : cores_.first_cores(transitions_[i].symbol)) {
                 current.assign(1, transitions_[i].state);
                 for (int32_t core = first; cores_.next_symbol[core] != kComplete; ++core) {
@@ -343,10 +355,13 @@ class LalrBuilder {
                 }
             }
         }
-        const std::vector<Set> follow = digraph(Relation::of(count, includes), std::move(read));
-        // A state's reductions, each with the union of its lookbacks' follow sets, in a list
-        // per state (reduces_[first_reduce[q]], then .next): a conflict is a set that meets
-        // the state's shifts or another reduction's set, found a word at a time.
+    }
+
+    // A state's reductions, each with the union of its lookbacks' follow sets, in a list per
+    // state (``first_reduce``, then ``Reduce::next``): a conflict is a set that meets the
+    // state's shifts or another reduction's set, found a word at a time. Written into ACTION
+    // with the accept action unless there is one; false if there is.
+    bool write_reductions(const std::vector<Set>& follow, const std::vector<Lookback>& lookbacks) {
         std::vector<int32_t> first_reduce(static_cast<size_t>(states()), -1);
         std::vector<Reduce> reduces;
         for (const Lookback& lookback : lookbacks) {
@@ -360,20 +375,22 @@ class LalrBuilder {
             }
             merge(reduces[*link].lookahead, follow[lookback.transition]);
         }
-        const int32_t accepting = transitions_[transition(0, start_symbol)].target;
-        Set shifted{};
+        const int32_t accepting =
+            transitions_[transition(0, cores_.next_symbol[cores_.start_core])].target;
+        Set taken{};
         for (int32_t state = 0; state < states(); ++state) {
             if (first_reduce[state] < 0) continue;
-            shifted = Set{};
+            taken = Set{};
             for (int32_t k = shift_begin_[state]; k < shift_begin_[state + 1]; ++k) {
-                add(shifted, shifts_[k].symbol);
+                add(taken, shifts_[k].symbol);
             }
-            if (state == accepting) add(shifted, atoms_.end_atom);
+            if (state == accepting) add(taken, atoms_.end_atom);
             for (int32_t r = first_reduce[state]; r >= 0; r = reduces[r].next) {
-                if (meet(reduces[r].lookahead, shifted)) return false;
-                merge(shifted, reduces[r].lookahead);
+                if (meet(reduces[r].lookahead, taken)) return false;
+                merge(taken, reduces[r].lookahead);
             }
         }
+        const size_t atom_count = static_cast<size_t>(atoms_.count());
         action_[static_cast<size_t>(accepting) * atom_count + atoms_.end_atom] = kActionAccept;
         for (const Reduce& reduce : reduces) {
             const size_t row = static_cast<size_t>(reduce.state) * atom_count;
