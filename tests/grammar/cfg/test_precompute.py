@@ -117,6 +117,16 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def thread_count_once_exited(expected: int) -> int:
+    """``thread_count()`` once a joined Python thread has also left the kernel's list: its
+    ``join`` returns when the thread has finished running Python, a moment before the OS
+    thread exits (at most a second's wait)."""
+    deadline = time.monotonic() + 1.0
+    while (count := thread_count()) != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return count
+
+
 def test_dropping_a_grammar_stops_and_joins_its_worker(qwen2_vocab) -> None:
     """A grammar dropped right after compiling (its worker most likely mid-walk), or while a
     matcher of it is filling on another thread, goes away cleanly and leaves no thread: at
@@ -138,9 +148,10 @@ def test_dropping_a_grammar_stops_and_joins_its_worker(qwen2_vocab) -> None:
                 filler.start()
                 del compiled, matcher
                 filler.join()
+                assert thread_count_once_exited(before) == before
             else:
                 del compiled
-            assert thread_count() == before
+                assert thread_count() == before
     finally:
         gc.enable()
 
