@@ -40,10 +40,10 @@ EngineName = Literal["earley", "dpda"]
 MAX_LR_RULES = 4_000
 """Grammars with more rules (nonterminals, after lowering) go straight to Earley. The native
 LR(1) tables keep a goto row of every rule for each state that has gotos (about one in
-eleven in a schema's grammar, but up to all of 20,000 states), four bytes a cell, so their memory can
-grow with rules times states: 4,000 rules may take 320 MB, 10,000 a gigabyte. Earley's
-memory grows with the grammar alone. The largest LR(1) grammar among
-the JSONSchemaBench schemas has about 1,600 rules."""
+eleven in a schema's grammar, but up to all of 20,000 states), four bytes a cell, so their
+memory can grow with rules times states: 4,000 rules may take 320 MB, 10,000 a gigabyte.
+Earley's memory grows with the grammar alone. The largest LR(1) grammar among the
+JSONSchemaBench schemas has about 1,600 rules."""
 
 PRECOMPUTE_MAX_BYTES = 16 * 2**20
 """What one grammar's precompute worker may hold, 16 MiB (about 850 masks kept as rows of
@@ -109,7 +109,8 @@ def compile(
     ``format="json-schema"``) for a Hugging Face tokenizer or a ``Vocabulary``.
 
     ``engine="auto"`` builds LR(1) tables (LALR(1), or canonical LR(1) where LALR(1) has a
-    conflict) and uses the DPDA when there is no conflict, Earley otherwise; ``"dpda"`` raises GrammarError if the grammar is not LR(1).
+    conflict) and uses the DPDA when there is no conflict, Earley otherwise; ``"dpda"``
+    raises GrammarError if the grammar is not LR(1).
     ``backend="python"`` gives the pure-Python reference engines (same languages and masks,
     much slower). JSON Schema only: at most ``max_whitespace`` white-space characters between
     two tokens (``compact``: none); ``ignore_unsupported`` leaves out keywords that cannot be

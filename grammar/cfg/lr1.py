@@ -172,13 +172,18 @@ class _Builder:
                 {nt: self._state(k, state_ids, kernels) for nt, k in sorted(goto_kernels.items())}
             )
             index += 1
+        return self._tables(actions, gotos)
+
+    def _tables(self, actions: list[dict[int, int]], gotos: list[dict[int, int]]) -> LrTables:
+        """The tables of ``actions`` and ``gotos`` over this grammar's atoms and productions."""
+        productions = self.cores.productions
         return LrTables(
             atom_of_byte=tuple(self.atom_of_byte),
             end_atom=self.end_atom,
             actions=tuple(actions),
             gotos=tuple(gotos),
-            production_lhs=tuple(head for head, _ in cores.productions),
-            production_length=tuple(len(rhs) for _, rhs in cores.productions),
+            production_lhs=tuple(head for head, _ in productions),
+            production_length=tuple(len(rhs) for _, rhs in productions),
         )
 
     def _add_reduce(self, reduces: dict[int, int], core: int, lookahead: int) -> None:
@@ -237,14 +242,7 @@ class _LalrBuilder(_Builder):
                     if action.setdefault(atom, value) != value:
                         return None
             actions.append(action)
-        return LrTables(
-            atom_of_byte=tuple(self.atom_of_byte),
-            end_atom=self.end_atom,
-            actions=tuple(actions),
-            gotos=tuple(gotos),
-            production_lhs=tuple(head for head, _ in cores.productions),
-            production_length=tuple(len(rhs) for _, rhs in cores.productions),
-        )
+        return self._tables(actions, gotos)
 
     def _lr0(self) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
         """The LR(0) automaton: per state, its shift target per atom and goto per nonterminal."""

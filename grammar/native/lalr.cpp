@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fnv1a.h"
+#include "kernel_states.h"
 #include "lookahead_set.h"
 #include "lr1.h"
 
@@ -95,7 +96,7 @@ class LalrBuilder {
 
   public:
     LalrBuilder(const Grammar& grammar, const ByteAtoms& atoms, int32_t max_states)
-        : cores_(grammar), atoms_(atoms), max_states_(max_states) {}
+        : cores_(grammar), atoms_(atoms), states_(max_states) {}
 
     std::optional<LrTables> build() {
         build_lr0();
@@ -129,7 +130,7 @@ class LalrBuilder {
         int32_t transition;  // whose follow set is the reduction's lookahead
     };
 
-    int32_t states() const { return static_cast<int32_t>(kernel_begin_.size() - 1); }
+    int32_t states() const { return states_.count(); }
 
     // The LR(0) automaton: per state its shifts (by atom) and gotos (by nonterminal), in
     // order. States are numbered in the order they are first reached, atoms before
@@ -202,8 +203,8 @@ class LalrBuilder {
         touched_.clear();
         expanded_list_.clear();
         agenda_.clear();
-        for (uint32_t item = kernel_begin_[state]; item < kernel_begin_[state + 1]; ++item) {
-            const int32_t core = kernel_items_[item];
+        for (const int32_t* item = states_.begin(state); item != states_.end(state); ++item) {
+            const int32_t core = *item;
             present_[core] = 1;
             touched_.push_back(core);
             agenda_.push_back(core);
@@ -228,35 +229,7 @@ class LalrBuilder {
         std::sort(kernel.begin(), kernel.end());
         uint64_t digest = fnv1a::kOffsetBasis;
         for (int32_t core : kernel) digest = fnv1a::symbol(digest, static_cast<uint64_t>(core));
-        const size_t hash = static_cast<size_t>(digest ^ (digest >> 29));
-        size_t mask = state_slots_.size() - 1;
-        size_t at = hash & mask;
-        for (; state_slots_[at] >= 0; at = (at + 1) & mask) {
-            const int32_t state = state_slots_[at];
-            const uint32_t begin = kernel_begin_[state];
-            if (kernel_begin_[state + 1] - begin == kernel.size() &&
-                std::equal(kernel.begin(), kernel.end(), kernel_items_.begin() + begin)) {
-                return state;
-            }
-        }
-        const int32_t id = static_cast<int32_t>(kernel_begin_.size() - 1);
-        if (id >= max_states_) {
-            throw NotLr1("more than " + std::to_string(max_states_) + " LR(1) states");
-        }
-        kernel_items_.insert(kernel_items_.end(), kernel.begin(), kernel.end());
-        kernel_begin_.push_back(static_cast<uint32_t>(kernel_items_.size()));
-        state_slots_[at] = id;
-        state_hashes_.push_back(hash);
-        if (2 * state_hashes_.size() > state_slots_.size()) {
-            state_slots_.assign(2 * state_slots_.size(), -1);
-            mask = state_slots_.size() - 1;
-            for (size_t state = 0; state < state_hashes_.size(); ++state) {
-                at = state_hashes_[state] & mask;
-                while (state_slots_[at] >= 0) at = (at + 1) & mask;
-                state_slots_[at] = static_cast<int32_t>(state);
-            }
-        }
-        return id;
+        return states_.state_of(kernel, static_cast<size_t>(digest ^ (digest >> 29)));
     }
 
     // The goto transition of ``state`` on nonterminal ``symbol`` (its index in transitions_).
@@ -403,17 +376,12 @@ class LalrBuilder {
 
     ItemCores cores_;
     const ByteAtoms& atoms_;
-    int32_t max_states_;
     std::vector<uint8_t> present_;   // per core: in the closure being built
     std::vector<uint8_t> expanded_;  // per nonterminal: its productions added to the closure
     std::vector<int32_t> expanded_list_;
     std::vector<int32_t> touched_;
     std::vector<int32_t> agenda_;
-    // Kernels of all states, flat: state s has cores [kernel_begin_[s], kernel_begin_[s + 1]).
-    std::vector<int32_t> kernel_items_;
-    std::vector<uint32_t> kernel_begin_{0};
-    std::vector<int32_t> state_slots_ = std::vector<int32_t>(1024, -1);  // open addressing
-    std::vector<size_t> state_hashes_;
+    KernelStates<int32_t> states_;  // by their LR(0) kernels
     std::vector<Transition> shifts_;       // by state, then atom
     std::vector<int32_t> shift_begin_;     // per state, its first shift
     std::vector<Transition> transitions_;  // gotos, by state, then nonterminal

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "fnv1a.h"
+#include "kernel_states.h"
 #include "lookahead_set.h"
 
 namespace cad::cfg {
@@ -49,7 +50,7 @@ class Builder {
 
   public:
     Builder(const Grammar& grammar, ByteAtoms atoms, int32_t max_states)
-        : grammar_(grammar), cores_(grammar), atoms_(std::move(atoms)), max_states_(max_states) {
+        : grammar_(grammar), cores_(grammar), atoms_(std::move(atoms)), states_(max_states) {
         terminal_sets_.resize(grammar.terminals.size());
         for (size_t t = 0; t < grammar.terminals.size(); ++t) {
             for (int32_t atom : atoms_.terminal_atoms[t]) add(terminal_sets_[t], atom);
@@ -79,7 +80,7 @@ class Builder {
         std::vector<int32_t> moved;
         std::vector<int32_t> reduces(atom_count, -1);
         std::vector<int32_t> reduced;  // the atoms with a reduce in this state
-        for (size_t index = 0; index < kernel_begin_.size() - 1; ++index) {
+        for (int32_t index = 0; index < states_.count(); ++index) {
             const std::vector<int32_t>& items = closure(index);
             for (int32_t atom : shifted) shifts[atom].clear();
             for (int32_t symbol : moved) gotos[symbol].clear();
@@ -142,7 +143,7 @@ class Builder {
             }
         }
         return LrTables{atoms_,
-                        static_cast<int32_t>(kernel_begin_.size() - 1),
+                        states_.count(),
                         nonterminals,
                         std::move(action_),
                         std::move(goto_row_of_),
@@ -200,12 +201,12 @@ class Builder {
 
     // The closure of state ``state``'s kernel: its cores in increasing order, lookaheads in
     // lookahead_ (both valid until the next call, which resets the flags of these cores).
-    const std::vector<int32_t>& closure(size_t state) {
+    const std::vector<int32_t>& closure(int32_t state) {
         for (int32_t core : touched_) present_[core] = 0;
         touched_.clear();
         agenda_.clear();
-        for (uint32_t item = kernel_begin_[state]; item < kernel_begin_[state + 1]; ++item) {
-            const auto& [core, lookahead] = kernel_items_[item];
+        for (auto item = states_.begin(state); item != states_.end(state); ++item) {
+            const auto& [core, lookahead] = *item;
             present_[core] = 1;
             lookahead_[core] = lookahead;
             touched_.push_back(core);
@@ -231,41 +232,11 @@ class Builder {
         return touched_;
     }
 
-    // The state of ``kernel`` (sorted in place), a new one if no state has that kernel. States
-    // are found by an open-addressing table of state ids over the flat kernel store, so
-    // neither a lookup nor a new state allocates per kernel.
+    // The state of ``kernel`` (sorted in place), a new one if no state has that kernel.
     int32_t state_of(Kernel& kernel) {
         std::sort(kernel.begin(), kernel.end(),
                   [](const auto& a, const auto& b) { return a.first < b.first; });
-        const size_t hash = hash_kernel(kernel.data(), kernel.size());
-        size_t mask = state_slots_.size() - 1;
-        size_t at = hash & mask;
-        for (; state_slots_[at] >= 0; at = (at + 1) & mask) {
-            const int32_t state = state_slots_[at];
-            const uint32_t begin = kernel_begin_[state];
-            if (kernel_begin_[state + 1] - begin == kernel.size() &&
-                std::equal(kernel.begin(), kernel.end(), kernel_items_.begin() + begin)) {
-                return state;
-            }
-        }
-        const int32_t id = static_cast<int32_t>(kernel_begin_.size() - 1);
-        if (id >= max_states_) {
-            throw NotLr1("more than " + std::to_string(max_states_) + " LR(1) states");
-        }
-        kernel_items_.insert(kernel_items_.end(), kernel.begin(), kernel.end());
-        kernel_begin_.push_back(static_cast<uint32_t>(kernel_items_.size()));
-        state_slots_[at] = id;
-        state_hashes_.push_back(hash);
-        if (2 * state_hashes_.size() > state_slots_.size()) {
-            state_slots_.assign(2 * state_slots_.size(), -1);
-            mask = state_slots_.size() - 1;
-            for (size_t state = 0; state < state_hashes_.size(); ++state) {
-                at = state_hashes_[state] & mask;
-                while (state_slots_[at] >= 0) at = (at + 1) & mask;
-                state_slots_[at] = static_cast<int32_t>(state);
-            }
-        }
-        return id;
+        return states_.state_of(kernel, hash_kernel(kernel.data(), kernel.size()));
     }
 
     static size_t hash_kernel(const std::pair<int32_t, Lookahead>* items, size_t count) {
@@ -290,7 +261,6 @@ class Builder {
     const Grammar& grammar_;
     ItemCores cores_;
     ByteAtoms atoms_;
-    int32_t max_states_;
     std::vector<Lookahead> terminal_sets_;
     std::vector<Lookahead> first_;
     std::vector<std::pair<Lookahead, bool>> tail_first_;
@@ -299,11 +269,7 @@ class Builder {
     std::vector<uint8_t> present_;  // bytes, not bits: read and written for every closure item
     std::vector<int32_t> touched_;
     std::vector<int32_t> agenda_;
-    // Kernels of all states, flat: state s has items [kernel_begin_[s], kernel_begin_[s + 1]).
-    std::vector<std::pair<int32_t, Lookahead>> kernel_items_;
-    std::vector<uint32_t> kernel_begin_{0};
-    std::vector<int32_t> state_slots_ = std::vector<int32_t>(1024, -1);  // open addressing
-    std::vector<size_t> state_hashes_;
+    KernelStates<std::pair<int32_t, Lookahead>> states_;
     std::vector<int32_t> action_;
     std::vector<int32_t> goto_row_of_;
     std::vector<int32_t> goto_rows_;
