@@ -3,6 +3,7 @@
 // lowered, simplified grammar; the partition refinement minimises the translation's automata.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <structmember.h>
 
 #include <climits>
 #include <memory>
@@ -43,8 +44,25 @@ const Names& names() {
     return value;
 }
 
-py::object attribute(PyObject* object, PyObject* name) {
-    PyObject* value = PyObject_GetAttr(object, name);
+// A field of an expression class: read straight from its slot when the class keeps it in
+// one (the member descriptor's definition), by attribute lookup otherwise.
+struct Field {
+    PyObject* name;
+    PyMemberDef* member;
+};
+
+Field field_of(PyObject* type, PyObject* name) {
+    const py::object descriptor = py::reinterpret_steal<py::object>(PyObject_GetAttr(type, name));
+    if (!descriptor) throw py::error_already_set();
+    if (Py_TYPE(descriptor.ptr()) != &PyMemberDescr_Type) return {name, nullptr};
+    // The descriptor lives in the class's dictionary, as long as the class.
+    return {name, reinterpret_cast<PyMemberDescrObject*>(descriptor.ptr())->d_member};
+}
+
+py::object attribute(PyObject* object, const Field& field) {
+    PyObject* value = field.member != nullptr
+                          ? PyMember_GetOne(reinterpret_cast<const char*>(object), field.member)
+                          : PyObject_GetAttr(object, field.name);
     if (value == nullptr) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(value);
 }
@@ -97,6 +115,16 @@ class ExprReader {
         sequence_ = tree.attr("Sequence").ptr();
         choice_ = tree.attr("Choice").ptr();
         repeat_ = tree.attr("Repeat").ptr();
+        const Names& name = names();
+        text_ = field_of(literal_, name.text);
+        ranges_ = field_of(char_class_, name.ranges);
+        negated_ = field_of(char_class_, name.negated);
+        rule_name_ = field_of(rule_ref_, name.name);
+        parts_ = field_of(sequence_, name.parts);
+        options_ = field_of(choice_, name.options);
+        body_ = field_of(repeat_, name.body);
+        low_ = field_of(repeat_, name.low);
+        high_ = field_of(repeat_, name.high);
     }
 
     void read_rules(const py::dict& rules, const std::string& start) {
@@ -155,11 +183,10 @@ class ExprReader {
     }
 
     int32_t read_new(PyObject* object) {
-        const Names& name = names();
         PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(object));
         ExprNode node;
         if (type == literal_) {
-            const py::object text = attribute(object, name.text);
+            const py::object text = attribute(object, text_);
             Py_ssize_t size = 0;
             const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
             if (data == nullptr) throw py::error_already_set();
@@ -169,9 +196,9 @@ class ExprReader {
             node.end = static_cast<int32_t>(out_.text.size());
         } else if (type == char_class_) {
             node.kind = ExprKind::CharClass;
-            node.negated = PyObject_IsTrue(attribute(object, name.negated).ptr()) == 1;
+            node.negated = PyObject_IsTrue(attribute(object, negated_).ptr()) == 1;
             node.begin = static_cast<int32_t>(out_.ranges.size());
-            const py::tuple ranges = tuple_of(attribute(object, name.ranges));
+            const py::tuple ranges = tuple_of(attribute(object, ranges_));
             for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges.ptr()); ++i) {
                 const py::tuple bounds = tuple_of(py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(ranges.ptr(), i)));
                 if (PyTuple_GET_SIZE(bounds.ptr()) != 2) throw py::value_error("a character class range is a pair");
@@ -182,7 +209,7 @@ class ExprReader {
             }
             node.end = static_cast<int32_t>(out_.ranges.size());
         } else if (type == rule_ref_) {
-            const py::object rule = attribute(object, name.name);
+            const py::object rule = attribute(object, rule_name_);
             PyObject* found = PyDict_GetItemWithError(rule_ids_.ptr(), rule.ptr());
             if (found == nullptr) {
                 if (PyErr_Occurred()) throw py::error_already_set();
@@ -192,7 +219,7 @@ class ExprReader {
             node.target = static_cast<int32_t>(PyLong_AsLong(found));
         } else if (type == sequence_ || type == choice_) {
             node.kind = type == sequence_ ? ExprKind::Sequence : ExprKind::Choice;
-            const py::tuple items = tuple_of(attribute(object, type == sequence_ ? name.parts : name.options));
+            const py::tuple items = tuple_of(attribute(object, type == sequence_ ? parts_ : options_));
             // The children's nodes gather on a stack shared by every level (a child's own
             // children are taken off it before it returns), then move to the node's range.
             const size_t first = pending_.size();
@@ -206,9 +233,9 @@ class ExprReader {
             pending_.resize(first);
         } else if (type == repeat_) {
             node.kind = ExprKind::Repeat;
-            node.target = read(attribute(object, name.body).ptr());
-            node.low = count(attribute(object, name.low).ptr(), false);
-            node.high = count(attribute(object, name.high).ptr(), true);
+            node.target = read(attribute(object, body_).ptr());
+            node.low = count(attribute(object, low_).ptr(), false);
+            node.high = count(attribute(object, high_).ptr(), true);
         } else {
             throw py::type_error(std::string("not a grammar expression: ") + Py_TYPE(object)->tp_name);
         }
@@ -222,6 +249,7 @@ class ExprReader {
     PyObject* sequence_;
     PyObject* choice_;
     PyObject* repeat_;
+    Field text_, ranges_, negated_, rule_name_, parts_, options_, body_, low_, high_;
     std::vector<std::pair<PyObject*, int32_t>> seen_ =
         std::vector<std::pair<PyObject*, int32_t>>(1024, {nullptr, 0});  // object -> node
     std::vector<int32_t> pending_;  // children read, not yet moved to their parent's range

@@ -1,26 +1,63 @@
 #include "cfg_grammar.h"
 
+#include <algorithm>
 #include <utility>
-
 
 namespace cad::cfg {
 
-ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
-    // Partition refinement: split every class of bytes by membership in each terminal.
-    std::array<int32_t, 256> part{};
-    int32_t parts = 1;
-    std::vector<int32_t> renumber;
-    for (const ByteClass& terminal : terminals) {
-        renumber.assign(2 * static_cast<size_t>(parts), -1);
-        int32_t split = 0;
-        for (int byte = 0; byte < 256; ++byte) {
-            int32_t& target = renumber[2 * part[byte] + (class_has(terminal, byte) ? 1 : 0)];
-            if (target < 0) target = split++;
-            part[byte] = target;
+namespace {
+
+// The bytes of ``bytes`` in increasing order, into ``out``.
+void members(const ByteClass& bytes, std::vector<uint8_t>& out) {
+    out.clear();
+    for (int word = 0; word < 4; ++word) {
+        for (uint64_t bits = bytes[word]; bits != 0; bits &= bits - 1) {
+            out.push_back(static_cast<uint8_t>(word * 64 + __builtin_ctzll(bits)));
         }
-        parts = split;
     }
-    std::vector<int32_t> atom_of_part(parts, -1);
+}
+
+}  // namespace
+
+ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
+    // Partition refinement: each terminal splits every part it meets into its bytes and the
+    // rest, touching only its own bytes (most terminals are one byte). A part wholly inside
+    // the terminal keeps its id and is not split, so there are never more than 256 ids.
+    std::array<uint8_t, 256> part{};
+    std::array<int32_t, 256> size{};
+    std::array<int32_t, 256> inside{};  // per part met: the terminal's bytes in it, then its new id
+    std::array<uint32_t, 256> stamp{};
+    size[0] = 256;
+    int32_t parts = 1;
+    std::vector<uint8_t> bytes;
+    std::vector<int32_t> touched;
+    uint32_t round = 0;
+    for (const ByteClass& terminal : terminals) {
+        members(terminal, bytes);
+        ++round;
+        touched.clear();
+        for (uint8_t byte : bytes) {
+            const int32_t old = part[byte];
+            if (stamp[old] != round) {
+                stamp[old] = round;
+                inside[old] = 0;
+                touched.push_back(old);
+            }
+            ++inside[old];
+        }
+        for (int32_t old : touched) {
+            if (inside[old] == size[old]) {
+                inside[old] = old;
+            } else {
+                size[old] -= inside[old];
+                size[parts] = inside[old];
+                inside[old] = parts++;
+            }
+        }
+        for (uint8_t byte : bytes) part[byte] = static_cast<uint8_t>(inside[part[byte]]);
+    }
+    std::array<int32_t, 256> atom_of_part;
+    atom_of_part.fill(-1);
     for (int byte = 0; byte < 256; ++byte) {
         int32_t& atom = atom_of_part[part[byte]];
         if (atom < 0) {
@@ -31,10 +68,19 @@ ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
     }
     end_atom = static_cast<int32_t>(first_byte.size());
     terminal_atoms.resize(terminals.size());
+    std::vector<uint32_t> seen(static_cast<size_t>(end_atom), 0);
     for (size_t t = 0; t < terminals.size(); ++t) {
-        for (int32_t atom = 0; atom < end_atom; ++atom) {
-            if (class_has(terminals[t], first_byte[atom])) terminal_atoms[t].push_back(atom);
+        members(terminals[t], bytes);
+        ++round;
+        std::vector<int32_t>& atoms = terminal_atoms[t];
+        for (uint8_t byte : bytes) {
+            const int32_t atom = atom_of_byte[byte];
+            if (seen[atom] != round) {
+                seen[atom] = round;
+                atoms.push_back(atom);
+            }
         }
+        std::sort(atoms.begin(), atoms.end());
     }
 }
 

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "fnv1a.h"
 
@@ -150,6 +149,18 @@ enum HelperKind : int32_t { kAlternatives = 0, kStar = 1, kPlus = 2 };
 // Choices with at most this many options find repeated options by a linear scan.
 constexpr int32_t kFewOptions = 8;
 
+// Symbols stored elsewhere: ``size`` of them from ``data``.
+struct Span {
+    const int32_t* data;
+    int32_t size;
+};
+
+// Where an option lies in the lowering's arena.
+struct Bounds {
+    size_t start;
+    size_t size;
+};
+
 class Lowering {
    public:
     // Takes the rules' names for the grammar's first nonterminals; reads the rest of ``rules``.
@@ -165,10 +176,10 @@ class Lowering {
             const ExprNode& root = rules_.nodes[rules_.roots[rule]];
             if (root.kind == ExprKind::Choice) {
                 for (int32_t child = root.begin; child < root.end; ++child) {
-                    add_production(static_cast<int32_t>(rule), lowered(rules_.children[child]));
+                    add_lowered(static_cast<int32_t>(rule), rules_.children[child]);
                 }
             } else {
-                add_production(static_cast<int32_t>(rule), lowered(rules_.roots[rule]));
+                add_lowered(static_cast<int32_t>(rule), rules_.roots[rule]);
             }
         }
         grammar_.start = 0;
@@ -195,6 +206,13 @@ class Lowering {
         grammar_.add_production(lhs, rhs.data(), rhs.data() + rhs.size());
     }
 
+    // A production of ``lhs``: ``node`` lowered (in the arena, given back after).
+    void add_lowered(int32_t lhs, int32_t node) {
+        sequence(node, arena_);
+        add_production(lhs, arena_);
+        arena_.clear();
+    }
+
     int32_t terminal(const ByteClass& bytes) {
         const auto [found, added] =
             terminal_ids_.try_emplace(bytes, static_cast<int32_t>(grammar_.terminals.size()));
@@ -213,15 +231,27 @@ class Lowering {
     }
 
     int32_t helper(const std::vector<Symbols>& alternatives, const char* hint) {
-        key_.assign({kAlternatives, static_cast<int32_t>(alternatives.size())});
+        spans_.clear();
         for (const Symbols& alternative : alternatives) {
-            key_.push_back(static_cast<int32_t>(alternative.size()));
-            key_.insert(key_.end(), alternative.begin(), alternative.end());
+            spans_.push_back({alternative.data(), static_cast<int32_t>(alternative.size())});
+        }
+        return helper_of_spans(hint);
+    }
+
+    // The helper nonterminal whose productions are ``spans_``, in order (a new one unless an
+    // equal helper exists).
+    int32_t helper_of_spans(const char* hint) {
+        key_.assign({kAlternatives, static_cast<int32_t>(spans_.size())});
+        for (const Span& alternative : spans_) {
+            key_.push_back(alternative.size);
+            key_.insert(key_.end(), alternative.data, alternative.data + alternative.size);
         }
         const auto [found, added] = helpers_.try_emplace(key_, 0);
         if (added) {
             found->second = new_nonterminal(hint);
-            for (const Symbols& alternative : alternatives) add_production(found->second, alternative);
+            for (const Span& alternative : spans_) {
+                grammar_.add_production(found->second, alternative.data, alternative.data + alternative.size);
+            }
         }
         return found->second;
     }
@@ -275,22 +305,77 @@ class Lowering {
         }
     }
 
+    // The options are lowered one after another into the arena (a nested choice stacks its
+    // own above them and gives that space back), a repeated option dropped as soon as it is
+    // lowered; ``bounds_`` holds the kept ones' places, also as a stack.
     void choice(const ExprNode& expr, Symbols& out) {
-        std::vector<Symbols> alternatives;
-        alternatives.reserve(static_cast<size_t>(expr.end - expr.begin));
-        std::unordered_set<Symbols, SymbolsHash> seen;  // only for choices of many options
+        const size_t base = arena_.size();
+        const size_t first = bounds_.size();
         const bool many = expr.end - expr.begin > kFewOptions;
-        for (int32_t child = expr.begin; child < expr.end; ++child) {
-            Symbols alternative = lowered(rules_.children[child]);
-            const bool repeated =
-                many ? !seen.insert(alternative).second
-                     : std::find(alternatives.begin(), alternatives.end(), alternative) != alternatives.end();
-            if (!repeated) alternatives.push_back(std::move(alternative));
+        std::vector<int32_t> slots;  // only for choices of many options: kept options by hash
+        if (many) {
+            size_t capacity = 64;
+            while (capacity < 4 * static_cast<size_t>(expr.end - expr.begin)) capacity *= 2;
+            slots.assign(capacity, -1);
         }
-        if (alternatives.size() == 1) {
-            out.insert(out.end(), alternatives[0].begin(), alternatives[0].end());
-        } else {
-            out.push_back(helper(alternatives, "group"));
+        for (int32_t child = expr.begin; child < expr.end; ++child) {
+            const size_t start = arena_.size();
+            sequence(rules_.children[child], arena_);
+            const Bounds option{start, arena_.size() - start};
+            if (many ? kept_in(slots, option, first) : kept_among(option, first)) {
+                arena_.resize(start);
+            } else {
+                bounds_.push_back(option);
+            }
+        }
+        if (bounds_.size() - first == 1) {
+            const Bounds only = bounds_[first];  // at ``base``: the first option is always kept
+            bounds_.resize(first);
+            if (&out != &arena_) {
+                out.insert(out.end(), arena_.begin() + static_cast<std::ptrdiff_t>(only.start),
+                           arena_.begin() + static_cast<std::ptrdiff_t>(only.start + only.size));
+                arena_.resize(base);
+            }
+            return;
+        }
+        spans_.clear();
+        for (size_t k = first; k < bounds_.size(); ++k) {
+            spans_.push_back({arena_.data() + bounds_[k].start, static_cast<int32_t>(bounds_[k].size)});
+        }
+        const int32_t symbol = helper_of_spans("group");
+        bounds_.resize(first);
+        arena_.resize(base);
+        out.push_back(symbol);
+    }
+
+    bool same_option(const Bounds& a, const Bounds& b) const {
+        return a.size == b.size && std::equal(arena_.begin() + static_cast<std::ptrdiff_t>(a.start),
+                                              arena_.begin() + static_cast<std::ptrdiff_t>(a.start + a.size),
+                                              arena_.begin() + static_cast<std::ptrdiff_t>(b.start));
+    }
+
+    // Whether an option equal to ``option`` is among the kept ones from ``bounds_[first]``.
+    bool kept_among(const Bounds& option, size_t first) const {
+        for (size_t k = first; k < bounds_.size(); ++k) {
+            if (same_option(bounds_[k], option)) return true;
+        }
+        return false;
+    }
+
+    // The same, by an open-addressing table over the kept options (at most a quarter full),
+    // where ``option`` goes in unless it is there.
+    bool kept_in(std::vector<int32_t>& slots, const Bounds& option, size_t first) const {
+        uint64_t hash = fnv1a::kOffsetBasis;
+        for (size_t at = option.start; at < option.start + option.size; ++at) {
+            hash = fnv1a::symbol(hash, static_cast<uint32_t>(arena_[at]));
+        }
+        const size_t mask = slots.size() - 1;
+        for (size_t at = static_cast<size_t>(hash) & mask;; at = (at + 1) & mask) {
+            if (slots[at] < 0) {
+                slots[at] = static_cast<int32_t>(bounds_.size() - first);
+                return false;
+            }
+            if (same_option(bounds_[first + static_cast<size_t>(slots[at])], option)) return true;
         }
     }
 
@@ -389,6 +474,9 @@ class Lowering {
     std::array<int32_t, 256> single_byte_{};
     std::unordered_map<Symbols, int32_t, SymbolsHash> helpers_;
     Symbols key_;  // the key of the helper being looked up, its buffer reused
+    Symbols arena_;  // options being lowered, nested choices' stacked (see choice)
+    std::vector<Bounds> bounds_;  // the kept options' places in the arena, stacked alike
+    std::vector<Span> spans_;     // the productions of the helper being looked up
     std::vector<int32_t> class_symbol_;   // per node: its class's one symbol, or a sentinel
     std::vector<Symbols> class_symbols_;  // per node: the symbols of a class of several
 };

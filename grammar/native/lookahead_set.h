@@ -17,6 +17,11 @@ void add(Lookahead<Words>& set, int32_t bit) {
     set[bit >> 6] |= uint64_t{1} << (bit & 63);
 }
 
+template <size_t Words>
+bool has(const Lookahead<Words>& set, int32_t bit) {
+    return set[bit >> 6] >> (bit & 63) & 1;
+}
+
 // ``into |= from``; whether ``into`` grew.
 template <size_t Words>
 bool merge(Lookahead<Words>& into, const Lookahead<Words>& from) {
