@@ -28,10 +28,25 @@ PACKING_ENV = "CAD_CPU_PACKING"
 """``0``: never pack; ``1``: pack whenever oneDNN runs, whatever the memory."""
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 """Weight types oneDNN's packed products serve (bfloat16: about half float32's time packed,
-where the CPU multiplies bfloat16 in hardware)."""
+where the CPU multiplies bfloat16 in hardware; see :func:`packable`)."""
 MEMORY_SHARE = 0.5
 """Packed copies are made automatically only if they take at most this share of the memory
 available."""
+
+
+def bfloat16_kernels() -> bool:
+    """Whether oneDNN's bfloat16 kernels run on this CPU (AVX-512 BW, VL and DQ, or
+    AVX-NE-CONVERT); elsewhere it refuses to reorder bfloat16 weights."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def packable(dtype: torch.dtype) -> bool:
+    """Whether oneDNN packs weights of ``dtype`` on this CPU: float32 wherever it runs,
+    bfloat16 only where :func:`bfloat16_kernels`. Elsewhere (an AVX2-only laptop, say)
+    bfloat16 weights stay unpacked and multiply through PyTorch's own kernels."""
+    if dtype == torch.bfloat16:
+        return bfloat16_kernels()
+    return dtype in PACKED_DTYPES
 
 
 def packing_wanted(weights: Iterable[torch.Tensor]) -> bool:
@@ -42,7 +57,7 @@ def packing_wanted(weights: Iterable[torch.Tensor]) -> bool:
     setting = os.environ.get(PACKING_ENV, "").strip()
     if setting == "0" or not weights or not torch.backends.mkldnn.is_available():
         return False
-    if any(w.device.type != "cpu" or w.dtype not in PACKED_DTYPES for w in weights):
+    if any(w.device.type != "cpu" or not packable(w.dtype) for w in weights):
         return False
     if setting == "1":
         return True

@@ -56,23 +56,34 @@ def test_a_compiled_runtime_does_not_pack(tiny_qwen, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize(
-    ("setting", "dtype", "available", "wanted"),
+    ("setting", "dtype", "available", "bfloat16_kernels", "wanted"),
     [
-        ("", torch.float32, 10**12, True),
-        ("", torch.float32, 100, False),
-        ("1", torch.float32, 100, True),
-        ("0", torch.float32, 10**12, False),
-        ("", torch.bfloat16, 10**12, True),
-        ("", torch.bfloat16, 100, False),
-        ("0", torch.bfloat16, 10**12, False),
-        ("", torch.float16, 10**12, False),
-        ("1", torch.float16, 10**12, False),
+        ("", torch.float32, 10**12, True, True),
+        ("", torch.float32, 100, True, False),
+        ("1", torch.float32, 100, True, True),
+        ("0", torch.float32, 10**12, True, False),
+        ("", torch.float32, 10**12, False, True),
+        ("", torch.bfloat16, 10**12, True, True),
+        ("", torch.bfloat16, 100, True, False),
+        ("0", torch.bfloat16, 10**12, True, False),
+        ("", torch.bfloat16, 10**12, False, False),
+        ("1", torch.bfloat16, 10**12, False, False),
+        ("", torch.float16, 10**12, True, False),
+        ("1", torch.float16, 10**12, True, False),
     ],
 )
 def test_packing_is_wanted_for_float32_and_bfloat16_weights_that_fit_in_memory(
-    monkeypatch, setting: str, dtype: torch.dtype, available: int, wanted: bool
+    monkeypatch,
+    setting: str,
+    dtype: torch.dtype,
+    available: int,
+    bfloat16_kernels: bool,
+    wanted: bool,
 ) -> None:
+    """bfloat16 only where oneDNN's bfloat16 kernels run: on other CPUs it cannot reorder
+    the weights at all."""
     monkeypatch.setenv(PACKING_ENV, setting)
+    monkeypatch.setattr(cpu_packing, "bfloat16_kernels", lambda: bfloat16_kernels)
     monkeypatch.setattr(
         cpu_packing.psutil, "virtual_memory", lambda: SimpleNamespace(available=available)
     )
@@ -82,6 +93,8 @@ def test_packing_is_wanted_for_float32_and_bfloat16_weights_that_fit_in_memory(
 
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_packed_linear_equals_functional_linear(dtype: torch.dtype, tolerance: float) -> None:
+    if not cpu_packing.packable(dtype):
+        pytest.skip("oneDNN's bfloat16 kernels do not run on this CPU")
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(48, 32, generator=generator).to(dtype)
     bias = torch.randn(48, generator=generator).to(dtype)
@@ -99,12 +112,20 @@ def test_packed_linear_equals_functional_linear(dtype: torch.dtype, tolerance: f
             )
 
 
-def test_bfloat16_forwards_are_packed_and_equal_the_eager_forward(tiny_qwen, monkeypatch) -> None:
+@pytest.mark.parametrize("kernels", [True, False])
+def test_bfloat16_forwards_equal_the_eager_forward_packed_where_the_cpu_allows(
+    tiny_qwen, monkeypatch, kernels: bool
+) -> None:
+    """Packed where oneDNN's bfloat16 kernels run, unpacked elsewhere (not a crash), and
+    equal to transformers' float32 forward either way."""
+    if kernels and not cpu_packing.bfloat16_kernels():
+        pytest.skip("oneDNN's bfloat16 kernels do not run on this CPU")
     monkeypatch.setenv(PACKING_ENV, "")
+    monkeypatch.setattr(cpu_packing, "bfloat16_kernels", lambda: kernels)
     model = copy.deepcopy(tiny_qwen.model).to(torch.bfloat16)
     runtime = StaticRuntime(model, CPU, compile=False)
-    assert isinstance(runtime.parts.head, PackedHead)
-    assert all(layer.packed is not None for layer in runtime.parts.layers)
+    assert isinstance(runtime.parts.head, PackedHead) is kernels
+    assert all((layer.packed is not None) is kernels for layer in runtime.parts.layers)
     reference = copy.deepcopy(tiny_qwen.model)
     caches = runtime.new_cache(), kv.new_cache(reference)
     for step, size in enumerate((45, 1, 7, 300, 33)):

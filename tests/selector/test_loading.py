@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cad.selector import ModelLoadError, load_model
-from cad.selector.cpu_packing import PackedHead
+from cad.selector.cpu_packing import PackedHead, bfloat16_kernels
 from cad.selector.loading import native_bfloat16_cpu, pick_dtype
 from cad.selector.runtime import output_head
 
@@ -65,7 +65,7 @@ def test_a_cpu_model_loads_in_bfloat16_and_decodes_through_the_packed_runtime(
     loaded = load_model(tiny_qwen.name, device="cpu")
     assert loaded.dtype == torch.bfloat16
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
-    assert isinstance(output_head(loaded.model), PackedHead)
+    assert isinstance(output_head(loaded.model), PackedHead) is bfloat16_kernels()
 
 
 def test_the_load_names_its_phases_in_order(tiny_qwen) -> None:
