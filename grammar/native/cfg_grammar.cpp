@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "partition_refinement.h"
+
 namespace cad::cfg {
 
 namespace {
@@ -20,46 +22,20 @@ void members(const ByteClass& bytes, std::vector<uint8_t>& out) {
 }  // namespace
 
 ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
-    // Partition refinement: each terminal splits every part it meets into its bytes and the
-    // rest, touching only its own bytes (most terminals are one byte). A part wholly inside
-    // the terminal keeps its id and is not split, so there are never more than 256 ids.
-    std::array<uint8_t, 256> part{};
-    std::array<int32_t, 256> size{};
-    std::array<int32_t, 256> inside{};  // per part met: the terminal's bytes in it, then its new id
-    std::array<uint32_t, 256> stamp{};
-    size[0] = 256;
-    int32_t parts = 1;
-    std::vector<uint8_t> bytes;
-    std::vector<int32_t> touched;
-    uint32_t round = 0;
+    // Bytes share an atom exactly when every terminal holds both or neither.
+    PartitionRefinement parts(256);
+    parts.start();
+    std::vector<uint8_t> bytes(256);
+    for (int byte = 0; byte < 256; ++byte) bytes[byte] = static_cast<uint8_t>(byte);
+    parts.refine(bytes);
     for (const ByteClass& terminal : terminals) {
         members(terminal, bytes);
-        ++round;
-        touched.clear();
-        for (uint8_t byte : bytes) {
-            const int32_t old = part[byte];
-            if (stamp[old] != round) {
-                stamp[old] = round;
-                inside[old] = 0;
-                touched.push_back(old);
-            }
-            ++inside[old];
-        }
-        for (int32_t old : touched) {
-            if (inside[old] == size[old]) {
-                inside[old] = old;
-            } else {
-                size[old] -= inside[old];
-                size[parts] = inside[old];
-                inside[old] = parts++;
-            }
-        }
-        for (uint8_t byte : bytes) part[byte] = static_cast<uint8_t>(inside[part[byte]]);
+        parts.refine(bytes);
     }
     std::array<int32_t, 256> atom_of_part;
     atom_of_part.fill(-1);
     for (int byte = 0; byte < 256; ++byte) {
-        int32_t& atom = atom_of_part[part[byte]];
+        int32_t& atom = atom_of_part[parts.part(byte)];
         if (atom < 0) {
             atom = static_cast<int32_t>(first_byte.size());
             first_byte.push_back(static_cast<uint8_t>(byte));
@@ -69,6 +45,7 @@ ByteAtoms::ByteAtoms(const std::vector<ByteClass>& terminals) {
     end_atom = static_cast<int32_t>(first_byte.size());
     terminal_atoms.resize(terminals.size());
     std::vector<uint32_t> seen(static_cast<size_t>(end_atom), 0);
+    uint32_t round = 0;
     for (size_t t = 0; t < terminals.size(); ++t) {
         members(terminals[t], bytes);
         ++round;

@@ -11,6 +11,7 @@
 #include "kernel_states.h"
 #include "lookahead_set.h"
 #include "lr1.h"
+#include "partition_refinement.h"
 
 namespace cad::cfg {
 
@@ -143,11 +144,7 @@ class LalrBuilder {
         for (size_t t = 0; t < atoms_.terminal_atoms.size(); ++t) {
             for (int32_t atom : atoms_.terminal_atoms[t]) add(terminal_bits_[t], atom);
         }
-        atom_part_.assign(atom_count, 0);
-        atom_round_.assign(atom_count, 0);
-        part_size_.assign(atom_count, 0);
-        part_inside_.assign(atom_count, 0);
-        part_met_.assign(atom_count, 0);
+        shift_parts_ = PartitionRefinement(atom_count);
         part_target_.assign(atom_count, -1);
         terminal_round_.assign(atoms_.terminal_atoms.size(), 0);
         std::vector<std::vector<int32_t>> gotos(cores_.nonterminal_count);
@@ -173,8 +170,10 @@ class LalrBuilder {
             part_atoms();
             std::sort(moved.begin(), moved.end());
             shift_begin_.push_back(static_cast<int32_t>(shifts_.size()));
-            for (int32_t atom : shifted_) {
-                const int32_t part = atom_part_[atom];
+            const int32_t shiftable = terminal_cores_.empty() ? 0 : atoms_.count();
+            for (int32_t atom = 0; atom < shiftable; ++atom) {
+                if (!shift_parts_.met(static_cast<size_t>(atom))) continue;
+                const int32_t part = shift_parts_.part(atom);
                 if (part_target_[part] < 0) {
                     kernel.clear();
                     for (int32_t core : terminal_cores_) {
@@ -195,59 +194,21 @@ class LalrBuilder {
         transition_begin_.push_back(static_cast<int32_t>(transitions_.size()));
     }
 
-    // The atoms the closure's terminal cores shift, in ``shifted_`` in increasing order,
-    // parted by the terminals that hold them (``atom_part_``): the atoms of a part lead to one
-    // kernel, so it is built and looked up once per part instead of once per atom (a string's
-    // character class is dozens of atoms). Partition refinement, touching only the atoms of
-    // each terminal; every part's ``part_target_`` is reset to -1.
+    // The atoms the closure's terminal cores shift (those ``shift_parts_`` has met), parted
+    // by the terminals that hold them: the atoms of a part lead to
+    // one kernel, so it is built and looked up once per part instead of once per atom (a
+    // string's character class is dozens of atoms). Every part's ``part_target_`` is reset
+    // to -1.
     void part_atoms() {
         ++round_;
-        shifted_.clear();
-        int32_t parts = 0;
+        shift_parts_.start();
         for (int32_t core : terminal_cores_) {
             const int32_t terminal = terminal_index(cores_.next_symbol[core]);
             if (terminal_round_[terminal] == round_) continue;
             terminal_round_[terminal] = round_;
-            ++met_round_;
-            met_.clear();
-            int32_t newcomers = -1;  // the terminal's atoms no earlier terminal shifts
-            for (int32_t atom : atoms_.terminal_atoms[terminal]) {
-                if (atom_round_[atom] != round_) {
-                    if (newcomers < 0) {
-                        newcomers = parts++;
-                        part_size_[newcomers] = 0;
-                    }
-                    atom_round_[atom] = round_;
-                    atom_part_[atom] = newcomers;
-                    ++part_size_[newcomers];
-                    shifted_.push_back(atom);
-                    continue;
-                }
-                const int32_t old = atom_part_[atom];
-                if (part_met_[old] != met_round_) {
-                    part_met_[old] = met_round_;
-                    part_inside_[old] = 0;
-                    met_.push_back(old);
-                }
-                ++part_inside_[old];
-            }
-            for (int32_t old : met_) {
-                if (part_inside_[old] == part_size_[old]) {
-                    part_inside_[old] = old;
-                } else {
-                    part_size_[old] -= part_inside_[old];
-                    part_size_[parts] = part_inside_[old];
-                    part_inside_[old] = parts++;
-                }
-            }
-            if (met_.empty()) continue;
-            for (int32_t atom : atoms_.terminal_atoms[terminal]) {
-                const int32_t part = atom_part_[atom];
-                if (part != newcomers) atom_part_[atom] = part_inside_[part];
-            }
+            shift_parts_.refine(atoms_.terminal_atoms[terminal]);
         }
-        std::fill(part_target_.begin(), part_target_.begin() + parts, -1);
-        std::sort(shifted_.begin(), shifted_.end());
+        std::fill(part_target_.begin(), part_target_.begin() + shift_parts_.parts(), -1);
     }
 
     // ACTION with the shifts, GOTO, each allocated once at its final size. States without
@@ -460,21 +421,14 @@ class LalrBuilder {
     std::vector<int32_t> shift_begin_;     // per state, its first shift
     std::vector<Transition> transitions_;  // gotos, by state, then nonterminal
     std::vector<int32_t> transition_begin_;
-    // Scratch of part_atoms, per state: the closure's cores before a terminal, the atoms they
-    // shift and their parts.
+    // Scratch of part_atoms, per state: the closure's cores before a terminal, and the parts
+    // of the atoms they shift.
     std::vector<int32_t> terminal_cores_;
-    std::vector<int32_t> shifted_;
     std::vector<Set> terminal_bits_;  // per terminal, its atoms
-    std::vector<int32_t> atom_part_;
-    std::vector<uint32_t> atom_round_;  // atom_part_ is this state's when equal to round_
-    std::vector<int32_t> part_size_;
-    std::vector<int32_t> part_inside_;  // per part met: the terminal's atoms in it, then its new id
-    std::vector<uint32_t> part_met_;
+    PartitionRefinement shift_parts_;
     std::vector<int32_t> part_target_;
-    std::vector<int32_t> met_;
-    std::vector<uint32_t> terminal_round_;
+    std::vector<uint32_t> terminal_round_;  // the terminals part_atoms met, this state's at round_
     uint32_t round_ = 0;
-    uint32_t met_round_ = 0;
     std::vector<int32_t> action_;
     std::vector<int32_t> goto_row_of_;
     std::vector<int32_t> goto_rows_;
