@@ -182,10 +182,13 @@ def translate_schema(schema: Any, options: SchemaOptions | None = None) -> Schem
     nested deeper than ``MAX_SCHEMA_DEPTH`` or with numbers out of bounds is refused first
     (see :func:`schema_length`)."""
     length = schema_length(schema)
+    translator = _Translator(schema, options or SchemaOptions())
     try:
-        return _Translator(schema, options or SchemaOptions()).run(length)
+        return translator.run(length)
     except RecursionError:  # a recursion the depth limits do not count: still one error
         raise GrammarError(_too_deep()) from None
+    finally:
+        translator.release()
 
 
 def clear_memoised() -> None:
@@ -204,7 +207,11 @@ def in_grammar_order(instance: Any, schema: Any) -> Any:
     declared properties first, in schema order, then the others as they were. Where the
     schema branches (anyOf, oneOf, if), the first branch the instance is valid against
     decides. For checking existing documents against a grammar, whose key order is fixed."""
-    return _Translator(schema, SchemaOptions(ignore_unsupported=True)).order(instance, [schema])
+    translator = _Translator(schema, SchemaOptions(ignore_unsupported=True))
+    try:
+        return translator.order(instance, [schema])
+    finally:
+        translator.release()
 
 
 class _Translator:
@@ -231,6 +238,13 @@ class _Translator:
         self.dfa_body = self.writer.dfa_body
         self.dfa_keys = self.writer.dfa_keys
         self.literal_keys = self.writer.literal_keys
+
+    def release(self) -> None:
+        """Drop the expander once the translation is done: it refers back to the translator,
+        and that cycle would keep every expression the translation made alive until Python's
+        cyclic collector ran (hundreds to thousands of objects a schema, and a collection of
+        a fraction of a millisecond inside the next compile or decode step)."""
+        del self.expander
 
     def run(self, length: int) -> SchemaGrammar:
         value = self.value_expr([self.root])

@@ -53,9 +53,12 @@ def bound_dfa(bound: Decimal, wanted: frozenset[int]) -> Dfa:
         if phase == "start":
             if char == "-":
                 return ("sign", -1)
-            if char.isdigit():
-                return step(("sign", 1), char)
-            return None
+            if not char.isdigit():
+                return None
+            state, phase = (
+                ("sign", 1),
+                "sign",
+            )  # an unsigned number: its first digit as after a sign
         if phase == "sign":
             sign = state[1]
             if not char.isdigit():
