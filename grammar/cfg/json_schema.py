@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Hashable
+from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -182,13 +183,11 @@ def translate_schema(schema: Any, options: SchemaOptions | None = None) -> Schem
     nested deeper than ``MAX_SCHEMA_DEPTH`` or with numbers out of bounds is refused first
     (see :func:`schema_length`)."""
     length = schema_length(schema)
-    translator = _Translator(schema, options or SchemaOptions())
     try:
-        return translator.run(length)
+        with closing(_Translator(schema, options or SchemaOptions())) as translator:
+            return translator.run(length)
     except RecursionError:  # a recursion the depth limits do not count: still one error
         raise GrammarError(_too_deep()) from None
-    finally:
-        translator.release()
 
 
 def clear_memoised() -> None:
@@ -207,11 +206,8 @@ def in_grammar_order(instance: Any, schema: Any) -> Any:
     declared properties first, in schema order, then the others as they were. Where the
     schema branches (anyOf, oneOf, if), the first branch the instance is valid against
     decides. For checking existing documents against a grammar, whose key order is fixed."""
-    translator = _Translator(schema, SchemaOptions(ignore_unsupported=True))
-    try:
+    with closing(_Translator(schema, SchemaOptions(ignore_unsupported=True))) as translator:
         return translator.order(instance, [schema])
-    finally:
-        translator.release()
 
 
 class _Translator:
@@ -239,7 +235,7 @@ class _Translator:
         self.dfa_keys = self.writer.dfa_keys
         self.literal_keys = self.writer.literal_keys
 
-    def release(self) -> None:
+    def close(self) -> None:
         """Drop the expander once the translation is done: it refers back to the translator,
         and that cycle would keep every expression the translation made alive until Python's
         cyclic collector ran (hundreds to thousands of objects a schema, and a collection of

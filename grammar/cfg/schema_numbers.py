@@ -55,10 +55,8 @@ def bound_dfa(bound: Decimal, wanted: frozenset[int]) -> Dfa:
                 return ("sign", -1)
             if not char.isdigit():
                 return None
-            state, phase = (
-                ("sign", 1),
-                "sign",
-            )  # an unsigned number: its first digit as after a sign
+            # An unsigned number: its first digit is read as after a sign.
+            state, phase = ("sign", 1), "sign"
         if phase == "sign":
             sign = state[1]
             if not char.isdigit():

@@ -195,10 +195,9 @@ class LalrBuilder {
     }
 
     // The atoms the closure's terminal cores shift (those ``shift_parts_`` has met), parted
-    // by the terminals that hold them: the atoms of a part lead to
-    // one kernel, so it is built and looked up once per part instead of once per atom (a
-    // string's character class is dozens of atoms). Every part's ``part_target_`` is reset
-    // to -1.
+    // by the terminals that hold them: the atoms of a part lead to one kernel, so it is built
+    // and looked up once per part instead of once per atom (a string's character class is
+    // dozens of atoms). Every part's ``part_target_`` is reset to -1.
     void part_atoms() {
         ++round_;
         shift_parts_.start();
